@@ -1,0 +1,52 @@
+# The two commands of the README: `make demo` (the main job) and `make test` (lint + the whole suite).
+# Both create or refresh .venv themselves; re-running them reinstalls only when pyproject.toml or
+# constraints.txt changed.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: venv test test-fast lint demo bench system-deps clean
+
+$(BIN)/python:
+	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(STAMP): $(BIN)/python pyproject.toml constraints.txt
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# Debian's adb client, used by the fake-ADB end-to-end tests (they skip, saying why, without it).
+system-deps:
+	@command -v adb >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq adb >/dev/null) \
+	      || echo "warning: could not install adb; its CLI tests will be skipped"; \
+	  else echo "note: adb is not installed (apt-get install adb); its CLI tests will be skipped"; fi; }
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: venv system-deps lint
+	$(BIN)/python -m pytest -q
+
+test-fast: venv
+	$(BIN)/python -m pytest -q -m "not slow"
+
+demo: venv
+	$(BIN)/distrl demo
+
+bench: venv
+	$(BIN)/python bench/replay_sampling.py
+	$(BIN)/python bench/sql_views.py
+
+clean:
+	rm -rf $(VENV) .distrl .pytest_cache .ruff_cache

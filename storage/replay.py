@@ -1,0 +1,403 @@
+"""The learner's prioritized trajectory replay: DuckDB tables fed from the store's shards.
+
+`ingest()` reads only shards not seen before (bad ones are quarantined), keeps trainable episodes
+(status `ok`, fresh enough, not already present), evicts the oldest beyond capacity, and gives new
+trajectories the largest priority seen so far. `sample()` draws trajectories with replacement in
+proportion to priority**alpha (see `replay_sql` for the three-stage query) and returns their steps,
+whole or as fixed-length windows, with importance-sampling weights. `update_priorities()` writes
+the loss's priorities back; `checkpoint()` persists them to the store so a new learner resumes them.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from storage import replay_sql as sql
+from storage.catalog import Catalog, try_read_shard
+from storage.rate_limiter import ReplayNotReady, SampleToInsertRatio
+from storage.replay_config import ReplaySettings
+from storage.schema import STEP_SCHEMA
+from storage.store import REPLAY_STATE_DIR, Store, atomic_put
+
+log = logging.getLogger(__name__)
+
+__all__ = ["IngestReport", "Replay", "ReplayNotReady", "SampleBatch"]
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    shards: int = 0
+    quarantined: int = 0
+    episodes: int = 0
+    steps: int = 0
+    skipped_episodes: int = 0
+    evicted_episodes: int = 0
+
+
+@dataclass
+class SampleBatch:
+    """Trajectories drawn for one learner update. Arrays are indexed by draw (B,)."""
+
+    slots: np.ndarray  # (B,) int64
+    episode_ids: list[str]
+    probabilities: np.ndarray  # (B,) sampling probability of each draw
+    is_weights: np.ndarray  # (B,) importance-sampling weights, max 1
+    policy_versions: np.ndarray  # (B,) int64
+    window_starts: np.ndarray  # (B,) first step of each draw's window (0 for whole episodes)
+    steps: pa.Table  # step rows ordered by (sample_idx, step); `sample_idx` indexes the draw
+
+    @property
+    def size(self) -> int:
+        return len(self.slots)
+
+
+class Replay:
+    """Prioritized replay over a store. Not shared across processes; methods are thread-safe."""
+
+    def __init__(self, store: Store, config: ReplaySettings | None = None) -> None:
+        self.store = store
+        self.config = (config or ReplaySettings()).validate_all()
+        self._lock = threading.RLock()
+        self.con = duckdb.connect(self.config.db_path, config={"threads": self.config.duckdb_threads})
+        self.con.execute(sql.CREATE_TABLES)
+        self.con.register("step_schema", STEP_SCHEMA.empty_table())
+        self.con.execute(
+            "CREATE TABLE IF NOT EXISTS steps AS SELECT *, NULL::BIGINT AS slot FROM step_schema"
+        )
+        self.con.unregister("step_schema")
+        self.catalog = Catalog(
+            store, known=(row[0] for row in self.con.execute("SELECT path FROM shards").fetchall())
+        )
+        self._load_meta()
+        self.limiter = SampleToInsertRatio(
+            self.config.samples_per_insert,
+            self.config.min_size_steps,
+            self.config.error_buffer_steps,
+            inserted=int(self._meta.get("inserted_steps", 0)),
+            sampled=int(self._meta.get("sampled_steps", 0)),
+        )
+        sql.prepare(self.con)
+        self._rng = np.random.default_rng()
+        self._updates_since_checkpoint = 0
+        self._restored: dict[str, float] = {}
+        if self._meta.get("next_slot", 0) == 0:
+            self._load_priority_snapshot()
+
+    # ----- state ---------------------------------------------------------------------------------
+    def _load_meta(self) -> None:
+        self._meta = dict(self.con.execute("SELECT key, value FROM replay_meta").fetchall())
+        self.next_slot = int(self._meta.get("next_slot", 0))
+        self.first_slot = int(self._meta.get("first_slot", 0))
+        self.policy_version = int(self._meta.get("policy_version", 0))
+        self.max_priority = float(self._meta.get("max_priority", self.config.initial_priority))
+        self.size_steps = int(
+            self.con.execute("SELECT coalesce(sum(n_steps), 0) FROM episodes").fetchall()[0][0]
+        )
+
+    def _save_meta(self) -> None:
+        values = {
+            "next_slot": self.next_slot,
+            "first_slot": self.first_slot,
+            "policy_version": self.policy_version,
+            "max_priority": self.max_priority,
+            "inserted_steps": self.limiter.inserted,
+            "sampled_steps": self.limiter.sampled,
+        }
+        self.con.executemany("INSERT OR REPLACE INTO replay_meta VALUES (?, ?)", list(values.items()))
+
+    def _params(self, **extra: object) -> dict[str, object]:
+        lag = self.config.max_policy_lag
+        cutoff = self.policy_version - lag if lag is not None else -(2**62)
+        return {
+            "B": self.config.block_size,
+            "alpha": self.config.alpha,
+            "version_cutoff": cutoff,
+            "first_slot": self.first_slot,
+            **extra,
+        }
+
+    def _rebuild_supers(self, supers: list[int] | None) -> None:
+        if supers is None:
+            sql.run_script(self.con, sql.REBUILD_ALL_SUPERS)
+        elif supers:
+            sql.run_script(self.con, sql.REBUILD_SUPERS, {"supers": sorted(set(supers))})
+
+    def _supers_of(self, slots: np.ndarray) -> list[int]:
+        per_super = self.config.block_size * self.config.super_size
+        return np.unique(np.asarray(slots, dtype=np.int64) // per_super).tolist()
+
+    @property
+    def episodes(self) -> int:
+        return int(self.con.execute("SELECT count(*) FROM episodes").fetchall()[0][0])
+
+    # ----- ingestion ----------------------------------------------------------------------------
+    def ingest(self, max_shards: int | None = None) -> IngestReport:
+        """Ingest shards not seen before; bad shards are quarantined and never stop ingestion."""
+        totals = dict.fromkeys(IngestReport.__dataclass_fields__, 0)
+        with self._lock:
+            for shard in self.catalog.scan()[:max_shards]:
+                table, bad = try_read_shard(self.store, shard.path, mode="move")
+                if bad is not None:
+                    self.con.execute(
+                        "INSERT OR REPLACE INTO shards (path, status, reason) VALUES (?, 'quarantined', ?)",
+                        [shard.path, bad.reason],
+                    )
+                    self.catalog.mark(shard.path)
+                    totals["quarantined"] += 1
+                    continue
+                added, skipped, steps = self._insert_shard(shard.path, table)
+                self.catalog.mark(shard.path)
+                totals["shards"] += 1
+                totals["episodes"] += added
+                totals["skipped_episodes"] += skipped
+                totals["steps"] += steps
+            if totals["episodes"]:
+                totals["evicted_episodes"] = self._evict()
+            self._save_meta()
+        return IngestReport(**totals)
+
+    def _insert_shard(self, path: str, table: pa.Table) -> tuple[int, int, int]:
+        all_episodes = len(pc.unique(table.column("episode_id")))
+        if not self.config.keep_screenshots:
+            table = table.set_column(
+                table.schema.get_field_index("screenshot_png"),
+                "screenshot_png",
+                pa.nulls(table.num_rows, pa.binary()),
+            )
+        self.con.register("shard_steps", table.append_column("__row", pa.array(np.arange(table.num_rows))))
+        try:
+            self.con.execute("BEGIN")
+            new = sql.query(
+                self.con,
+                """
+                SELECT episode_id, count(*)::INTEGER AS n_steps, min(policy_version) AS policy_version,
+                       bool_or(episode_success) AS success, any_value(task_id) AS task_id,
+                       any_value(task_family) AS task_family, any_value(pool) AS pool, min(__row) AS first_row
+                FROM shard_steps
+                GROUP BY episode_id
+                HAVING bool_and(episode_status = 'ok') AND min(policy_version) >= $version_cutoff
+                   AND episode_id NOT IN (SELECT episode_id FROM episodes)
+                ORDER BY first_row
+                """,
+                {"version_cutoff": self._params()["version_cutoff"]},
+            ).to_arrow_table()
+            n = new.num_rows
+            slots = np.arange(self.next_slot, self.next_slot + n, dtype=np.int64)
+            priorities = np.array(
+                [self._restored.pop(e, self.max_priority) for e in new.column("episode_id").to_pylist()],
+                dtype=np.float64,
+            )
+            new = new.append_column("slot", pa.array(slots)).append_column("priority", pa.array(priorities))
+            self.con.register("new_items", new)
+            self.con.execute(
+                """INSERT INTO episodes SELECT slot, episode_id, $shard, n_steps, policy_version, success,
+                   task_id, task_family, pool FROM new_items""",
+                {"shard": path},
+            )
+            self.con.execute(
+                "INSERT INTO steps SELECT s.* EXCLUDE (__row), n.slot FROM shard_steps s JOIN new_items n USING (episode_id)"
+            )
+            if n:
+                sql.run_script(self.con, sql.INSERT_ITEMS, self._params(S=self.config.super_size))
+            steps = int(pc.sum(new.column("n_steps")).as_py() or 0)
+            self.con.execute(
+                "INSERT OR REPLACE INTO shards (path, status, rows, episodes) VALUES (?, 'ingested', ?, ?)",
+                [path, table.num_rows, n],
+            )
+            self.con.execute("COMMIT")
+        except Exception:
+            self.con.execute("ROLLBACK")
+            raise
+        finally:
+            self.con.unregister("shard_steps")
+            self.con.unregister("new_items")
+        self.next_slot += n
+        self.size_steps += steps
+        self.limiter.record_insert(steps)
+        if n:
+            self._rebuild_supers(self._supers_of(slots))
+        return n, all_episodes - n, steps
+
+    def _evict(self) -> int:
+        if self.size_steps <= self.config.capacity_steps:
+            return 0
+        cutoff = self.con.execute(sql.EVICTION_CUTOFF, {"capacity": self.config.capacity_steps}).fetchall()[
+            0
+        ][0]
+        cutoff = self.next_slot if cutoff is None else int(cutoff)
+        before = self.episodes
+        old_first = self.first_slot
+        self.first_slot = cutoff
+        self.con.execute("DELETE FROM steps WHERE slot < $cut", {"cut": cutoff})
+        self.con.execute("DELETE FROM episodes WHERE slot < $cut", {"cut": cutoff})
+        self.con.execute(sql.DROP_EVICTED_BLOCKS, {"B": self.config.block_size, "first_slot": cutoff})
+        sql.run_script(self.con, sql.REWEIGHT_STALE, self._params())
+        per_super = self.config.block_size * self.config.super_size
+        self._rebuild_supers(list(range(old_first // per_super, cutoff // per_super + 1)))
+        self.size_steps = int(
+            self.con.execute("SELECT coalesce(sum(n_steps), 0) FROM episodes").fetchall()[0][0]
+        )
+        return before - self.episodes
+
+    # ----- policy versions ----------------------------------------------------------------------
+    def set_policy_version(self, version: int) -> None:
+        """Tell the replay the learner's current version; trajectories beyond `max_policy_lag` stop being sampled."""
+        with self._lock:
+            if version == self.policy_version:
+                return
+            self.policy_version = version
+            if self.config.max_policy_lag is not None:
+                sql.run_script(self.con, sql.REWEIGHT_STALE, self._params())
+                self._rebuild_supers(None)
+            self._save_meta()
+
+    # ----- sampling -----------------------------------------------------------------------------
+    def sample(
+        self, batch_size: int, *, beta: float = 1.0, window: int | None = None, seed: int | None = None
+    ) -> SampleBatch:
+        """Draw `batch_size` trajectories (with replacement) in proportion to priority**alpha.
+
+        With `window`, each draw is a window of at most `window` consecutive steps starting uniformly
+        inside the trajectory; otherwise the whole trajectory. Raises `ReplayNotReady` while the replay
+        is below its minimum size or the sample-to-insert ratio is reached. `seed` fixes the stage-1
+        draws and window placement; the in-block races use DuckDB's generator (seeded best-effort).
+        """
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        if window is not None and window < 1:
+            raise ValueError("window must be >= 1 (or None for whole trajectories)")
+        with self._lock:
+            total, eligible = self.con.execute(sql.TOTALS).fetchall()[0]
+            mean_len = max(1, self.size_steps // max(1, self.episodes))
+            self.limiter.check(self.size_steps, batch_size * min(window or mean_len, mean_len))
+            if eligible == 0 or total <= 0:
+                raise ReplayNotReady(
+                    "no trajectory is eligible for sampling (all older than max_policy_lag, or evicted); "
+                    "wait for fresh shards or raise max_policy_lag"
+                )
+            if seed is not None:
+                self.con.execute("SELECT setseed(?)", [(seed % 1_000_003) / 1_000_003])
+                self._rng = np.random.default_rng(seed)
+            slots, w = sql.sample_slots(self.con, self._rng.random(batch_size))
+            probs = w / float(total)
+            # IS weights (N * P(i))^-beta, normalised by the batch maximum so they only scale down.
+            weights = (float(eligible) * probs) ** (-beta)
+            weights /= weights.max()
+            picks = pa.table(
+                {
+                    "sample_idx": np.arange(batch_size),
+                    "slot": slots,
+                    "u": self._rng.random(batch_size),
+                    "win": pa.array([window] * batch_size, pa.int64()),
+                }
+            )
+            self.con.register("picks", picks)
+            try:
+                steps = self.con.sql("EXECUTE replay_fetch").to_arrow_table()
+            finally:
+                self.con.unregister("picks")
+            first = np.searchsorted(steps.column("sample_idx").to_numpy(), np.arange(batch_size))
+            self.limiter.record_sample(steps.num_rows)
+            return SampleBatch(
+                slots=slots,
+                episode_ids=steps.column("episode_id").take(first).to_pylist(),
+                probabilities=probs,
+                is_weights=weights,
+                policy_versions=steps.column("policy_version").take(first).to_numpy(),
+                window_starts=steps.column("window_start").take(first).to_numpy(),
+                steps=steps.drop_columns(["window_start"]),
+            )
+
+    # ----- priorities ---------------------------------------------------------------------------
+    def update_priorities(self, slots: np.ndarray, priorities: np.ndarray) -> None:
+        """Write priorities from the loss back (one per sampled trajectory; later duplicates win)."""
+        slots = np.asarray(slots, dtype=np.int64)
+        priorities = np.asarray(priorities, dtype=np.float64)
+        if slots.shape != priorities.shape:
+            raise ValueError(f"update_priorities: {slots.shape} slots but {priorities.shape} priorities")
+        if not np.all(np.isfinite(priorities)):
+            raise ValueError("update_priorities: priorities must be finite (got NaN or inf from the loss?)")
+        priorities = np.maximum(priorities, self.config.min_priority)
+        # Duplicates in a batch: keep the last value, as a sequential write-back would.
+        _, last = np.unique(slots[::-1], return_index=True)
+        keep = len(slots) - 1 - last
+        with self._lock:
+            self.con.register("updates", pa.table({"slot": slots[keep], "priority": priorities[keep]}))
+            try:
+                sql.run_script(self.con, sql.UPDATE_PRIORITIES, self._params())
+            finally:
+                self.con.unregister("updates")
+            self._rebuild_supers(self._supers_of(slots[keep]))
+            self.max_priority = max(self.max_priority, float(priorities.max()))
+            self._updates_since_checkpoint += 1
+            if self._updates_since_checkpoint >= self.config.checkpoint_every_updates:
+                self.checkpoint()
+
+    def priorities_of(self, episode_ids: list[str]) -> dict[str, float]:
+        """Current raw priority of the given trajectories (those still in the replay)."""
+        rows = self.con.execute(sql.PRIORITY_SNAPSHOT).fetchall()
+        wanted = set(episode_ids)
+        return {e: p for e, p in rows if e in wanted}
+
+    # ----- persistence --------------------------------------------------------------------------
+    @property
+    def snapshot_path(self) -> str:
+        return self.store.path(REPLAY_STATE_DIR, self.config.learner_id, "priorities.parquet")
+
+    def checkpoint(self) -> str:
+        """Persist every trajectory's priority (and the counters) to the store."""
+        with self._lock:
+            table = self.con.sql(sql.PRIORITY_SNAPSHOT).to_arrow_table()
+            table = table.replace_schema_metadata(
+                {
+                    b"max_priority": str(self.max_priority).encode(),
+                    b"inserted_steps": str(self.limiter.inserted).encode(),
+                    b"sampled_steps": str(self.limiter.sampled).encode(),
+                    b"policy_version": str(self.policy_version).encode(),
+                }
+            )
+            sink = io.BytesIO()
+            pq.write_table(table, sink)
+            atomic_put(self.store, self.snapshot_path, sink.getvalue())
+            self._save_meta()
+            self._updates_since_checkpoint = 0
+            return self.snapshot_path
+
+    def _load_priority_snapshot(self) -> None:
+        if not self.store.fs.exists(self.snapshot_path):
+            return
+        with self.store.fs.open(self.snapshot_path, "rb") as fh:
+            table = pq.read_table(fh)
+        meta = table.schema.metadata or {}
+        self._restored = dict(
+            zip(table.column("episode_id").to_pylist(), table.column("priority").to_pylist(), strict=True)
+        )
+        self.max_priority = float(meta.get(b"max_priority", self.max_priority))
+        self.policy_version = int(meta.get(b"policy_version", self.policy_version))
+        # Inserts are counted again as the shards are re-ingested; samples are not.
+        self.limiter.sampled = int(meta.get(b"sampled_steps", 0))
+        log.info(
+            "restored %d trajectory priorities from %s",
+            len(self._restored),
+            self.store.url(self.snapshot_path),
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            self._save_meta()
+            self.con.close()
+
+    def __enter__(self) -> Replay:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

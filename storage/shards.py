@@ -1,0 +1,198 @@
+"""Buffered, atomic Parquet shard writing for one collector.
+
+A collector hands over whole episodes; the writer buffers them and flushes a shard after
+`flush_episodes` episodes, after `flush_seconds` (from a background timer, so an idle collector
+does not sit on data) or on `close()`. An episode is never split across shards. A shard becomes
+visible only once complete: locally it is written to a hidden temp file and renamed, on S3 it is
+a single PUT. A flush that fails after its retries keeps the buffer and raises `ShardFlushError`.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import random
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from storage.schema import STEP_SCHEMA, conform, validate_table
+from storage.store import Store, atomic_put, redact
+
+log = logging.getLogger(__name__)
+
+_SAFE_ID = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
+
+
+class ShardFlushError(RuntimeError):
+    """A shard could not be written; the episodes stay buffered and the next flush retries them."""
+
+
+@dataclass(frozen=True)
+class ShardWriterConfig:
+    """How one collector batches episodes into shards."""
+
+    pool: str
+    """Agent pool; becomes the `pool=` partition of the shard path."""
+    collector_id: str
+    """Collector name, unique within the pool; prefixes the shard file name."""
+    flush_episodes: int = 32
+    """Flush once this many episodes are buffered."""
+    flush_seconds: float = 60.0
+    """Flush buffered episodes at least this often (0 disables the timer)."""
+    max_attempts: int = 5
+    """Attempts per flush before `ShardFlushError` (transient S3 errors are common)."""
+    backoff_s: float = 0.2
+    """First retry delay; doubles per attempt, with jitter."""
+    compression: str = "zstd"
+    """Parquet compression codec."""
+
+    def __post_init__(self) -> None:
+        for name in ("pool", "collector_id"):
+            value = getattr(self, name)
+            if not value or not set(value) <= _SAFE_ID or value.startswith("."):
+                raise ValueError(
+                    f"ShardWriterConfig.{name}={value!r}: use letters, digits, '_' and '.', not starting with '.'"
+                    " (it becomes part of the shard path, whose name parts are split on '-')"
+                )
+        if self.flush_episodes < 1:
+            raise ValueError("ShardWriterConfig.flush_episodes must be >= 1")
+        if self.flush_seconds < 0 or self.max_attempts < 1 or self.backoff_s < 0:
+            raise ValueError("ShardWriterConfig: flush_seconds, backoff_s >= 0 and max_attempts >= 1")
+
+
+def shard_dir(store: Store, pool: str, day: str) -> str:
+    return store.path("trajectories", f"pool={pool}", f"date={day}")
+
+
+class ShardWriter:
+    """Thread-safe episode buffer that writes atomic Parquet shards to a `Store`."""
+
+    def __init__(self, store: Store, config: ShardWriterConfig) -> None:
+        self.store = store
+        self.config = config
+        self._buffer: list[pa.Table] = []
+        self._buffered_since: float | None = None
+        self._seq = 0
+        self._lock = threading.RLock()
+        self._closed = False
+        self._stop = threading.Event()
+        self.written: list[str] = []
+        self.last_error: str | None = None
+        self._timer: threading.Thread | None = None
+        if config.flush_seconds > 0:
+            self._timer = threading.Thread(target=self._timer_loop, name=f"shard-timer-{config.collector_id}")
+            self._timer.daemon = True
+            self._timer.start()
+
+    @property
+    def buffered_episodes(self) -> int:
+        with self._lock:
+            return len(self._buffer)
+
+    def add_episode(self, steps: pa.Table) -> str | None:
+        """Buffer one whole episode (all its steps); returns the shard path if this triggered a flush."""
+        if self._closed:
+            raise RuntimeError("ShardWriter is closed; create a new writer")
+        steps = conform(steps)
+        validate_table(steps, source=f"episode from {self.config.collector_id}")
+        episode_ids = steps.column("episode_id").unique()
+        if len(episode_ids) != 1:
+            raise ValueError(f"add_episode takes one episode's steps; got {len(episode_ids)} episode ids")
+        with self._lock:
+            self._buffer.append(steps)
+            if self._buffered_since is None:
+                self._buffered_since = time.monotonic()
+            if len(self._buffer) >= self.config.flush_episodes:
+                return self.flush()
+        return None
+
+    def flush(self) -> str | None:
+        """Write everything buffered as one shard; keeps the buffer and raises if every attempt fails."""
+        with self._lock:
+            if not self._buffer:
+                return None
+            table = pa.concat_tables(self._buffer)
+            payload = _to_parquet_bytes(table, self.config.compression)
+            day = datetime.now(UTC).strftime("%Y-%m-%d")
+            name = f"{self.config.collector_id}-{self._seq:06d}-{uuid.uuid4().hex[:12]}.parquet"
+            path = f"{shard_dir(self.store, self.config.pool, day)}/{name}"
+            self._put_with_retries(path, payload, episodes=len(self._buffer))
+            self._seq += 1
+            self._buffer.clear()
+            self._buffered_since = None
+            self.written.append(path)
+            self.last_error = None
+            log.info("wrote shard %s (%d steps)", self.store.url(path), table.num_rows)
+            return path
+
+    def close(self) -> None:
+        """Flush what is buffered and stop the timer; raises `ShardFlushError` if the last flush fails."""
+        self._stop.set()
+        if self._timer is not None:
+            self._timer.join(timeout=5)
+        with self._lock:
+            self.flush()
+            self._closed = True
+
+    def __enter__(self) -> ShardWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _timer_loop(self) -> None:
+        period = min(self.config.flush_seconds, 1.0)
+        while not self._stop.wait(period):
+            with self._lock:
+                due = (
+                    self._buffered_since is not None
+                    and time.monotonic() - self._buffered_since >= self.config.flush_seconds
+                )
+                if not due:
+                    continue
+                try:
+                    self.flush()
+                except ShardFlushError as exc:
+                    # The buffer is intact; the next tick or close() retries it.
+                    self.last_error = str(exc)
+                    self._buffered_since = time.monotonic()
+                    log.warning("timed flush failed, will retry: %s", exc)
+
+    def _put_with_retries(self, path: str, payload: bytes, *, episodes: int) -> None:
+        delay = self.config.backoff_s
+        last: Exception | None = None
+        for attempt in range(1, self.config.max_attempts + 1):
+            try:
+                atomic_put(self.store, path, payload)
+                return
+            except (OSError, TimeoutError, ConnectionError) as exc:  # s3fs maps S3 errors to OSError
+                last = exc
+                log.warning(
+                    "shard write attempt %d/%d to %s failed: %s",
+                    attempt,
+                    self.config.max_attempts,
+                    self.store.url(path),
+                    redact(f"{type(exc).__name__}: {exc}"),
+                )
+                if attempt < self.config.max_attempts:
+                    time.sleep(delay * (1 + random.random()))
+                    delay *= 2
+        raise ShardFlushError(
+            redact(
+                f"could not write shard {self.store.url(path)} after {self.config.max_attempts} attempts "
+                f"({type(last).__name__}: {last}); {episodes} episodes stay buffered and the next flush "
+                "retries them. Check the store URI, the S3 endpoint and credentials, and free space."
+            )
+        ) from None
+
+
+def _to_parquet_bytes(table: pa.Table, compression: str) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table.cast(STEP_SCHEMA), sink, compression=compression)
+    return sink.getvalue()

@@ -1,0 +1,55 @@
+-- Views over the `steps` view (one row per step, registered from the store's shards).
+-- Episode-level facts are derived here, never stored twice.
+
+CREATE OR REPLACE VIEW episodes AS
+SELECT
+    episode_id,
+    any_value(run_id) AS run_id,
+    any_value(pool) AS pool,
+    any_value(collector_id) AS collector_id,
+    any_value(device_id) AS device_id,
+    any_value(env_kind) AS env_kind,
+    any_value(task_id) AS task_id,
+    any_value(task_family) AS family,
+    any_value(instruction) AS instruction,
+    -- 1/0 rather than BOOLEAN so that avg(success) is the success rate
+    bool_or(episode_success)::INTEGER AS success,
+    any_value(episode_status) AS status,
+    count(*) AS length,
+    sum(reward) AS "return",
+    sum(CASE WHEN action_valid THEN 0 ELSE 1 END) AS invalid_actions,
+    any_value(policy_name) AS policy_name,
+    min(policy_version) AS policy_version,
+    max(policy_version) AS max_policy_version,
+    min(step_started_at) AS started_at,
+    max(step_started_at) AS last_step_at,
+    epoch(max(step_started_at) - min(step_started_at)) + arg_max(step_latency_ms, step) / 1000.0 AS duration_s,
+    avg(step_latency_ms) AS mean_step_latency_ms
+FROM steps
+GROUP BY episode_id;
+
+CREATE OR REPLACE VIEW tasks AS
+SELECT
+    task_id,
+    family,
+    any_value(instruction) AS instruction,
+    count(*) AS episodes,
+    avg(success) AS success_rate,
+    avg(length) AS mean_length,
+    avg(duration_s) AS mean_duration_s
+FROM episodes
+WHERE status = 'ok'
+GROUP BY task_id, family;
+
+CREATE OR REPLACE VIEW policies AS
+SELECT
+    s.policy_name,
+    s.policy_version,
+    count(*) AS steps,
+    count(DISTINCT s.episode_id) AS episodes,
+    avg(CASE WHEN s.done THEN s.episode_success::INTEGER END) AS success_rate,
+    count(DISTINCT s.pool) AS pools,
+    min(s.step_started_at) AS first_step_at,
+    max(s.step_started_at) AS last_step_at
+FROM steps s
+GROUP BY s.policy_name, s.policy_version;

@@ -1,0 +1,147 @@
+"""Where the trajectory store lives: a local folder or an S3 prefix, behind one fsspec filesystem.
+
+Credentials are never configured here: s3fs uses the standard AWS chain (environment variables,
+shared config files, instance roles), and `AWS_ENDPOINT_URL` points it at MinIO, moto or another
+S3-compatible server. Only non-secret settings are read from `DISTRL_*` variables.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import re
+import uuid
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import fsspec
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+TRAJECTORIES_DIR = "trajectories"
+QUARANTINE_DIR = "quarantine"
+REPLAY_STATE_DIR = "replay"
+
+_SECRET_ENV_VARS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID", "DISTRL_JUDGE_API_KEY")
+
+
+class StoreSettings(BaseSettings):
+    """Settings of the trajectory store, read from `DISTRL_*` environment variables."""
+
+    model_config = SettingsConfigDict(env_prefix="DISTRL_", extra="ignore")
+
+    store_uri: str = Field(
+        default=".distrl/store",
+        description="Root of the store: a local path, file:// URI, or s3://bucket/prefix.",
+    )
+    s3_endpoint_url: str | None = Field(
+        default=None,
+        description="S3 endpoint override; defaults to the standard AWS_ENDPOINT_URL(_S3) variables.",
+    )
+
+
+@dataclass(frozen=True)
+class Store:
+    """A resolved store root. `root` is a path inside `fs` (no protocol prefix for S3)."""
+
+    uri: str
+    protocol: str  # "file" or "s3"
+    root: str
+    endpoint_url: str | None = None
+
+    @cached_property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        if self.protocol == "file":
+            return fsspec.filesystem("file", auto_mkdir=True)
+        client_kwargs = {"endpoint_url": self.endpoint_url} if self.endpoint_url else {}
+        # skip_instance_cache: a cached instance would outlive a test's moto server or a changed endpoint.
+        return fsspec.filesystem("s3", client_kwargs=client_kwargs, skip_instance_cache=True)
+
+    @property
+    def is_local(self) -> bool:
+        return self.protocol == "file"
+
+    def path(self, *parts: str) -> str:
+        return posixpath.join(self.root, *parts)
+
+    def url(self, path: str) -> str:
+        """A path inside the store as a URL that DuckDB and people can read."""
+        return path if self.is_local else f"s3://{path}"
+
+    @property
+    def trajectories(self) -> str:
+        return self.path(TRAJECTORIES_DIR)
+
+    @property
+    def quarantine(self) -> str:
+        return self.path(QUARANTINE_DIR)
+
+
+def open_store(uri: str | None = None, *, endpoint_url: str | None = None) -> Store:
+    """Resolve a store URI (or `DISTRL_STORE_URI`) to a `Store`; errors say what form is expected."""
+    settings = StoreSettings()
+    uri = uri or settings.store_uri
+    endpoint_url = (
+        endpoint_url
+        or settings.s3_endpoint_url
+        or os.environ.get("AWS_ENDPOINT_URL_S3")
+        or os.environ.get("AWS_ENDPOINT_URL")
+    )
+    if uri.startswith("s3://"):
+        root = uri.removeprefix("s3://").strip("/")
+        bucket = root.split("/", 1)[0]
+        if len(bucket) < 3:
+            raise ValueError(f"store URI {uri!r}: S3 bucket names have at least 3 characters")
+        return Store(uri=uri, protocol="s3", root=root, endpoint_url=endpoint_url)
+    if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", uri) and not uri.startswith("file://"):
+        raise ValueError(
+            f"store URI {uri!r}: unsupported scheme; use a local path, file:///abs/path or s3://bucket/prefix"
+        )
+    local = Path(uri.removeprefix("file://")).expanduser().resolve()
+    return Store(uri=uri, protocol="file", root=local.as_posix())
+
+
+def redact(text: str) -> str:
+    """Remove the values of known secret environment variables from a message before it is logged."""
+    for name in _SECRET_ENV_VARS:
+        value = os.environ.get(name)
+        if value and len(value) >= 4:
+            text = text.replace(value, f"<{name}>")
+    return text
+
+
+def atomic_put(store: Store, path: str, payload: bytes) -> None:
+    """Write a file that readers see either whole or not at all."""
+    if store.is_local:
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # A dot-prefixed temp name: readers glob *.parquet and skip hidden files.
+        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+        with open(tmp, "wb") as fh:
+            fh.write(payload)
+        tmp.replace(target)
+    else:
+        store.fs.pipe_file(path, payload)  # one PUT: an S3 object is visible only when complete
+
+
+class RedactSecrets(logging.Filter):
+    """A handler filter that scrubs secret values from every record (botocore logs keys at DEBUG)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        return True
+
+
+def configure_logging(level: int = logging.WARNING) -> None:
+    """Root logging for the CLI and flows: secrets redacted on every handler, chatty AWS loggers capped."""
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactSecrets) for f in handler.filters):
+            handler.addFilter(RedactSecrets())
+    for noisy in ("botocore", "aiobotocore", "s3fs", "urllib3", "fsspec"):
+        logging.getLogger(noisy).setLevel(max(level, logging.INFO))
