@@ -77,9 +77,9 @@ def main() -> None:
         _write(local, args.steps, args.shards)
         out["local"] = _measure(local, args.reps)
 
-    import boto3
     import logging
 
+    import boto3
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
