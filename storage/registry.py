@@ -1,0 +1,179 @@
+"""Policy versions in the MLflow model registry: publish, follow an alias, fetch with a local cache.
+
+A version is a directory written by the policy (adapter, heads, tokenizer, base pointer + hash);
+it is logged as an artifact folder `policy-<id>` of an MLflow run and registered with
+`create_model_version(source=<run artifacts>/policy-<id>)` (MLflow 3's `register_model` rejects plain
+artifact folders). Tags carry the learner step, samples seen, replay size and run id.
+
+Aliases: MLflow reserves `latest` and resolves it to the highest version, which is exactly what
+the learner publishes last, so `latest` needs no alias of its own; `champion` (moved by
+evaluation) and any other name are real registry aliases.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+log = logging.getLogger(__name__)
+
+LATEST = "latest"
+CHAMPION = "champion"
+
+
+class RegistrySettings(BaseSettings):
+    """Where policy versions live; `DISTRL_MLFLOW_*` variables, or MLflow's own `MLFLOW_TRACKING_URI`."""
+
+    model_config = SettingsConfigDict(env_prefix="DISTRL_MLFLOW_", extra="ignore")
+
+    tracking_uri: str = Field(
+        default_factory=lambda: os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///.distrl/mlflow.db"),
+        description="MLflow tracking/registry URI: sqlite:///path.db (embedded) or http://host:5000.",
+    )
+    artifact_location: str | None = Field(
+        default=None,
+        description="Artifact root for new experiments (e.g. s3://bucket/mlflow); default: .distrl/mlartifacts "
+        "for a SQLite backend, the server's default otherwise.",
+    )
+    experiment: str = Field(default="distrl", description="MLflow experiment of learner and evaluation runs.")
+    model_name: str = Field(default="distrl-policy", description="Registered model name of the policy.")
+    cache_dir: str = Field(default=".distrl/policy-cache", description="Local cache of fetched versions.")
+
+
+@dataclass(frozen=True)
+class PolicyVersion:
+    version: int
+    path: Path
+    tags: dict[str, str]
+
+
+class PolicyRegistry:
+    """Thin, typed wrapper over `MlflowClient` for the one registered policy model."""
+
+    def __init__(self, settings: RegistrySettings | None = None) -> None:
+        from mlflow import MlflowClient
+
+        self.settings = settings or RegistrySettings()
+        uri = self.settings.tracking_uri
+        if uri.startswith("sqlite:///"):
+            Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        self.client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+        self.name = self.settings.model_name
+        self.cache = Path(self.settings.cache_dir)
+
+    # ----- experiment / runs --------------------------------------------------------------------
+    def experiment_id(self) -> str:
+        found = self.client.get_experiment_by_name(self.settings.experiment)
+        if found is not None:
+            return found.experiment_id
+        location = self.settings.artifact_location
+        if location is None and self.settings.tracking_uri.startswith("sqlite:///"):
+            db = Path(self.settings.tracking_uri.removeprefix("sqlite:///")).resolve()
+            location = (db.parent / "mlartifacts").as_uri()
+        try:
+            return self.client.create_experiment(self.settings.experiment, artifact_location=location)
+        except Exception:  # another process created it first
+            found = self.client.get_experiment_by_name(self.settings.experiment)
+            if found is None:
+                raise
+            return found.experiment_id
+
+    def start_run(self, run_name: str, tags: dict[str, str] | None = None) -> str:
+        run = self.client.create_run(self.experiment_id(), run_name=run_name, tags=tags or {})
+        return run.info.run_id
+
+    # ----- publish ------------------------------------------------------------------------------
+    def publish(self, version_dir: Path, *, run_id: str, tags: dict[str, object] | None = None) -> int:
+        """Log `version_dir` to the run and register it as a new version; returns the version number."""
+        version_dir = Path(version_dir)
+        if not version_dir.is_dir() or not any(version_dir.iterdir()):
+            raise ValueError(f"publish: {version_dir} is not a non-empty policy version directory")
+        # One artifact folder per publish: a learner run publishes many versions.
+        folder = f"policy-{uuid.uuid4().hex[:12]}"
+        self.client.log_artifacts(run_id, str(version_dir), folder)
+        self._ensure_model()
+        artifact_uri = self.client.get_run(run_id).info.artifact_uri
+        str_tags = {k: str(v) for k, v in (tags or {}).items()} | {"run_id": run_id}
+        mv = self.client.create_model_version(
+            self.name, source=f"{artifact_uri}/{folder}", run_id=run_id, tags=str_tags
+        )
+        log.info("published %s version %s", self.name, mv.version)
+        return int(mv.version)
+
+    def _ensure_model(self) -> None:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.get_registered_model(self.name)
+        except MlflowException:
+            try:
+                self.client.create_registered_model(self.name)
+            except MlflowException:
+                self.client.get_registered_model(self.name)  # created concurrently: fine
+
+    def set_alias(self, alias: str, version: int) -> None:
+        if alias.lower() == LATEST:
+            raise ValueError("'latest' is MLflow's reserved name for the highest version; it moves by itself")
+        self.client.set_registered_model_alias(self.name, alias, str(version))
+
+    # ----- resolve / fetch ----------------------------------------------------------------------
+    def resolve(self, ref: str | int) -> int | None:
+        """Version number for an alias (`latest`, `champion`, ...) or a version; None if there is none yet."""
+        from mlflow.exceptions import MlflowException
+
+        if isinstance(ref, int) or str(ref).isdigit():
+            return int(ref)
+        try:
+            if str(ref).lower() == LATEST:
+                found = self.client.search_model_versions(
+                    f"name = '{_quote(self.name)}'", order_by=["version_number DESC"], max_results=1
+                )
+                return int(found[0].version) if found else None
+            return int(self.client.get_model_version_by_alias(self.name, str(ref)).version)
+        except MlflowException:
+            return None
+
+    def tags(self, version: int) -> dict[str, str]:
+        return dict(self.client.get_model_version(self.name, str(version)).tags)
+
+    def fetch(self, ref: str | int) -> PolicyVersion:
+        """Download a version once into the cache (atomically) and return its local directory."""
+        import mlflow
+
+        version = self.resolve(ref)
+        if version is None:
+            raise LookupError(
+                f"no version of '{self.name}' for {ref!r} in {self.settings.tracking_uri}; "
+                "publish one first (the learner does) or check DISTRL_MLFLOW_TRACKING_URI"
+            )
+        target = self.cache / self.name / str(version)
+        if not target.exists():
+            tmp = self.cache / self.name / f".tmp-{version}-{uuid.uuid4().hex[:8]}"
+            tmp.mkdir(parents=True)
+            try:
+                uri = self.client.get_model_version_download_uri(self.name, str(version))
+                local = mlflow.artifacts.download_artifacts(
+                    artifact_uri=uri, dst_path=str(tmp), tracking_uri=self.settings.tracking_uri
+                )
+                Path(local).rename(target) if Path(local) != tmp else tmp.rename(target)
+            except FileExistsError:
+                pass  # fetched concurrently by another collector thread
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        return PolicyVersion(version=version, path=target, tags=self.tags(version))
+
+    def versions(self) -> list[int]:
+        found = self.client.search_model_versions(f"name = '{_quote(self.name)}'")
+        return sorted(int(v.version) for v in found)
+
+
+def _quote(name: str) -> str:
+    # MLflow's filter grammar has no bind parameters; model names are ours, but escape quotes anyway.
+    return name.replace("'", "\\'")
