@@ -75,7 +75,6 @@ def bench_sampler(n: int, reps: int, block: int, sup: int, rng: np.random.Genera
         slots = rng.choice(n, BATCH, replace=False)
         con.register("updates", pa.table({"slot": slots, "priority": rng.random(BATCH) + 0.01}))
         sql.run_script(con, sql.UPDATE_PRIORITIES, params)
-        sql.run_script(con, sql.REBUILD_SUPERS, {"supers": np.unique(slots // (block * sup)).tolist()})
 
     weights = con.execute("SELECT w FROM flat_items ORDER BY slot").fetchnumpy()["w"]
     tree = SumTree(weights)

@@ -333,11 +333,15 @@ class Replay:
         with self._lock:
             self.con.register("updates", pa.table({"slot": slots[keep], "priority": priorities[keep]}))
             try:
+                self.con.execute("BEGIN")
                 sql.run_script(self.con, sql.UPDATE_PRIORITIES, self._params())
+                self.con.execute("COMMIT")
+            except Exception:
+                self.con.execute("ROLLBACK")
+                raise
             finally:
                 self.con.unregister("updates")
-            self._rebuild_supers(self._supers_of(slots[keep]))
-            self.max_priority = max(self.max_priority, float(priorities.max()))
+            self.max_priority = max(self.max_priority, float(priorities[keep].max()))
             self._updates_since_checkpoint += 1
             if self._updates_since_checkpoint >= self.config.checkpoint_every_updates:
                 self.checkpoint()

@@ -68,17 +68,34 @@ UPDATE blocks SET ws = """
     + _BLOCK_STATS
 )
 
-# `updates` (registered Arrow): slot, priority. Rewrites only the blocks that hold those slots.
+# `updates` (registered Arrow): slot, priority. One pass: the touched blocks' new lists and sums go
+# to a temp table; super-blocks take the difference (before the blocks change, as they need the old
+# counts); then the blocks are rewritten. No statement scans more than the blocks table once.
 UPDATE_PRIORITIES = (
     """
-UPDATE blocks SET ps = list_transform(blocks.ps, lambda p, i: coalesce(u.m[blocks.base + i - 1], p)), wsum = NULL
-FROM (SELECT slot // $B AS block, map(list(slot), list(priority)) AS m FROM updates GROUP BY 1) u
-WHERE blocks.block = u.block;
-UPDATE blocks SET ws = """
+CREATE OR REPLACE TEMP TABLE changed_blocks AS
+SELECT block, super, ps, ws, list_sum(ws) AS wsum, list_count(list_filter(ws, lambda w: w > 0)) AS npos
+FROM (
+    SELECT block, super, ps, """
     + _WEIGHTS
-    + """ WHERE wsum IS NULL;
+    + """ AS ws
+    FROM (
+        SELECT b.block, b.super, b.base, b.vs,
+               list_transform(b.ps, lambda p, i: coalesce(u.m[b.base + i - 1], p)) AS ps
+        FROM blocks b
+        JOIN (SELECT slot // $B AS block, map(list(slot), list(priority)) AS m FROM updates GROUP BY 1) u
+          ON b.block = u.block));
+UPDATE supers SET
+    bsums = list_transform(supers.bids, lambda b, i: coalesce(d.m[b], supers.bsums[i])),
+    wsum = list_sum(list_transform(supers.bids, lambda b, i: coalesce(d.m[b], supers.bsums[i]))),
+    npos = supers.npos + d.dn
+FROM (SELECT c.super, map(list(c.block), list(c.wsum)) AS m, sum(c.npos) - sum(b.npos) AS dn
+      FROM changed_blocks c JOIN blocks b USING (block) GROUP BY 1) d
+WHERE supers.super = d.super;
+UPDATE blocks SET ps = c.ps, ws = c.ws, wsum = c.wsum, npos = c.npos
+FROM changed_blocks c WHERE blocks.block = c.block;
+DROP TABLE changed_blocks;
 """
-    + _BLOCK_STATS
 )
 
 # Re-derive weights of blocks that may hold newly stale or evicted slots.
