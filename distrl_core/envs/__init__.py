@@ -1,0 +1,1 @@
+"""distrl_core/envs"""

@@ -1,0 +1,192 @@
+"""The slice of POSIX shell syntax that ADB clients actually send to a device.
+
+Clients join argv with spaces and quote with single quotes (adbutils uses ``shlex.quote``), chain with
+``;`` (adbutils appends ``; echo X4EXIT:$?`` to learn the exit code over shell v1), and now and then
+pipe into ``grep`` or redirect to a file. Supported: words with '...' "..." and backslash quoting,
+``$?``, ``;`` ``&&`` ``||`` ``&`` (run in the foreground), ``|``, and the redirections ``>`` ``>>``
+``2>`` ``2>>`` ``2>&1`` ``&>``. Anything else (``$(...)``, globbing, variables) stays literal text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class ShellSyntaxError(ValueError):
+    pass
+
+
+class ExitStatus:
+    """Placeholder for ``$?`` inside a word; replaced when the command runs."""
+
+    def __repr__(self) -> str:
+        return "$?"
+
+
+EXIT_STATUS = ExitStatus()
+
+WordPart = str | ExitStatus
+
+
+@dataclass
+class Word:
+    parts: list[WordPart] = field(default_factory=list)
+
+    def expand(self, last_exit_code: int) -> str:
+        return "".join(str(last_exit_code) if part is EXIT_STATUS else part for part in self.parts)
+
+
+@dataclass
+class Redirect:
+    fd: int  # 1 stdout, 2 stderr
+    target: Word | None  # None with to_fd set means a duplication like 2>&1
+    append: bool = False
+    to_fd: int | None = None
+
+
+@dataclass
+class SimpleCommand:
+    words: list[Word] = field(default_factory=list)
+    redirects: list[Redirect] = field(default_factory=list)
+
+
+@dataclass
+class Pipeline:
+    commands: list[SimpleCommand]
+    run_if: str  # ";" always, "&&" after success, "||" after failure
+
+
+_OPERATORS = ("&&", "||", "2>&1", ">&2", "&>", "2>>", ">>", "2>", "1>", ">", ";", "|", "&")
+
+
+def _tokenize(line: str) -> list[Word | str]:
+    """Split into words (``Word``) and operator strings."""
+    tokens: list[Word | str] = []
+    current: Word | None = None
+    literal: list[str] = []
+
+    def flush_literal() -> None:
+        nonlocal current
+        if literal:
+            current = current or Word()
+            current.parts.append("".join(literal))
+            literal.clear()
+
+    def end_word() -> None:
+        nonlocal current
+        flush_literal()
+        if current is not None:
+            tokens.append(current)
+            current = None
+
+    index = 0
+    while index < len(line):
+        char = line[index]
+        if char in " \t\n":
+            end_word()
+            index += 1
+        elif char == "'":
+            closing = line.find("'", index + 1)
+            if closing < 0:
+                raise ShellSyntaxError("unterminated single quote")
+            current = current or Word()
+            literal.append(line[index + 1 : closing])
+            index = closing + 1
+        elif char == '"':
+            current = current or Word()
+            index = _read_double_quoted(line, index + 1, current, literal)
+        elif char == "\\":
+            if index + 1 < len(line):
+                literal.append(line[index + 1])
+            current = current or Word()
+            index += 2
+        elif line.startswith("$?", index):
+            flush_literal()
+            current = current or Word()
+            current.parts.append(EXIT_STATUS)
+            index += 2
+        else:
+            operator = next((op for op in _OPERATORS if line.startswith(op, index)), None)
+            # "2>" and "1>" are operators only at the start of a word, as in sh.
+            if operator and operator[0] in "12" and (current is not None or literal):
+                operator = None
+            if operator is None:
+                literal.append(char)
+                index += 1
+            else:
+                end_word()
+                tokens.append(operator)
+                index += len(operator)
+    end_word()
+    return tokens
+
+
+def _read_double_quoted(line: str, index: int, word: Word, literal: list[str]) -> int:
+    while index < len(line):
+        char = line[index]
+        if char == '"':
+            return index + 1
+        if line.startswith("$?", index):
+            if literal:
+                word.parts.append("".join(literal))
+                literal.clear()
+            word.parts.append(EXIT_STATUS)
+            index += 2
+            continue
+        if char == "\\" and index + 1 < len(line) and line[index + 1] in '"\\$`':
+            literal.append(line[index + 1])
+            index += 2
+        else:
+            literal.append(char)
+            index += 1
+    raise ShellSyntaxError("unterminated double quote")
+
+
+def parse(line: str) -> list[Pipeline]:
+    """Parse a command line into pipelines joined by ``;``/``&&``/``||``."""
+    pipelines: list[Pipeline] = []
+    commands: list[SimpleCommand] = [SimpleCommand()]
+    run_if = ";"
+    tokens = _tokenize(line)
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        index += 1
+        if isinstance(token, Word):
+            commands[-1].words.append(token)
+        elif token == "|":
+            if not commands[-1].words:
+                raise ShellSyntaxError("syntax error: '|' unexpected")
+            commands.append(SimpleCommand())
+        elif token in (";", "&&", "||", "&"):
+            if not commands[-1].words:
+                if token in (";", "&") and len(commands) == 1:
+                    continue  # empty statement, e.g. a trailing ';'
+                raise ShellSyntaxError(f"syntax error: '{token}' unexpected")
+            pipelines.append(Pipeline(commands, run_if))
+            commands, run_if = [SimpleCommand()], (";" if token == "&" else token)
+        elif token in ("2>&1", ">&2"):
+            fd, to_fd = (2, 1) if token == "2>&1" else (1, 2)
+            commands[-1].redirects.append(Redirect(fd, None, to_fd=to_fd))
+        else:
+            if index >= len(tokens) or not isinstance(tokens[index], Word):
+                raise ShellSyntaxError(f"syntax error: '{token}' needs a file name")
+            target = tokens[index]
+            assert isinstance(target, Word)
+            index += 1
+            append = token.endswith(">>")
+            if token == "&>":
+                commands[-1].redirects.append(Redirect(1, target))
+                commands[-1].redirects.append(Redirect(2, None, to_fd=1))
+            else:
+                fd = 2 if token.startswith("2") else 1
+                commands[-1].redirects.append(Redirect(fd, target, append=append))
+    if commands[-1].words or commands[-1].redirects:
+        if not commands[-1].words:
+            raise ShellSyntaxError("syntax error: redirection without a command")
+        pipelines.append(Pipeline(commands, run_if))
+    elif len(commands) > 1:
+        raise ShellSyntaxError("syntax error: pipe without a command after it")
+    elif run_if in ("&&", "||"):
+        raise ShellSyntaxError(f"syntax error: '{run_if}' at the end of the line")
+    return pipelines

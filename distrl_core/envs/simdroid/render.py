@@ -1,0 +1,157 @@
+"""Pillow rendering of a Screen: flat rectangles and the default bitmap font, fast enough for
+hundreds of frames per second at the default quarter-size screenshots."""
+
+from __future__ import annotations
+
+import io
+from functools import cache
+
+from PIL import Image, ImageDraw, ImageFont
+
+from distrl_core.envs.simdroid.state import DeviceState
+from distrl_core.envs.simdroid.widgets import Screen, Widget
+
+INK = (33, 33, 33)
+MUTED = (120, 120, 120)
+ACCENT = (26, 115, 232)
+LINE = (220, 220, 220)
+WHITE = (255, 255, 255)
+
+
+@cache
+def _font() -> ImageFont.ImageFont:
+    # the bitmap font needs no FreeType rasterising: several times faster than a TrueType font
+    return ImageFont.load_default_imagefont()
+
+
+CHAR_W, CHAR_H = 6, 11
+
+
+def _fit(text: str, width_px: int) -> str:
+    limit = max(1, width_px // CHAR_W)
+    return text if len(text) <= limit else text[: max(1, limit - 1)] + "~"
+
+
+def _ascii(text: str) -> str:
+    # the bitmap font covers Latin-1 only; anything else would draw as garbage boxes
+    return text.encode("latin-1", "replace").decode("latin-1")
+
+
+def _text(
+    draw: ImageDraw.ImageDraw, box: tuple[int, int, int, int], text: str, fill=INK, center=False
+) -> None:
+    x1, y1, x2, y2 = box
+    text = _fit(_ascii(text), x2 - x1 - 4)
+    y = (y1 + y2 - CHAR_H) // 2
+    x = (x1 + x2 - len(text) * CHAR_W) // 2 if center else x1 + 3
+    draw.text((x, y), text, font=_font(), fill=fill)
+
+
+def _scaled(bounds: tuple[int, int, int, int], scale: float) -> tuple[int, int, int, int]:
+    x1, y1, x2, y2 = bounds
+    return (
+        int(x1 * scale),
+        int(y1 * scale),
+        max(int(x1 * scale) + 1, int(x2 * scale) - 1),
+        max(int(y1 * scale) + 1, int(y2 * scale) - 1),
+    )
+
+
+def _draw_widget(draw: ImageDraw.ImageDraw, widget: Widget, state: DeviceState, scale: float) -> None:
+    box = _scaled(widget.bounds, scale)
+    x1, y1, x2, y2 = box
+    style = widget.style
+    label = widget.text or widget.content_desc
+    if style == "title":
+        _text(draw, box, label.upper())
+    elif style == "row":
+        draw.line((x1, y2, x2, y2), fill=LINE)
+        _text(draw, box, label)
+    elif style == "button":
+        draw.rectangle(box, fill=widget.color or (232, 240, 254), outline=ACCENT)
+        _text(draw, box, label, fill=WHITE if widget.color else ACCENT, center=True)
+    elif style == "icon":
+        side = min(x2 - x1, y2 - y1) * 3 // 5
+        cx = (x1 + x2) // 2
+        draw.rectangle((cx - side // 2, y1 + 2, cx + side // 2, y1 + 2 + side), fill=widget.color or MUTED)
+        _text(
+            draw, (x1, y1 + side, x2, y2), widget.text or ("<" if "up" in label.lower() else "+"), center=True
+        )
+    elif style == "field":
+        focused = widget.field is not None and state.focus == widget.field
+        draw.rectangle(box, fill=WHITE, outline=ACCENT if focused else MUTED, width=2 if focused else 1)
+        value = state.fields.get(widget.field, widget.text) if focused and widget.field else widget.text
+        _text(
+            draw,
+            box,
+            (value + "|") if focused else (value or widget.content_desc),
+            fill=INK if value else MUTED,
+        )
+    elif style == "switch":
+        track = (x2 - (x2 - x1) // 6, (y1 + y2) // 2 - 4, x2 - 4, (y1 + y2) // 2 + 4)
+        draw.rectangle(track, fill=ACCENT if widget.checked else LINE)
+        knob_x = track[2] - 4 if widget.checked else track[0] + 4
+        draw.ellipse((knob_x - 5, track[1] - 2, knob_x + 5, track[3] + 2), fill=WHITE, outline=MUTED)
+        draw.line((x1, y2, x2, y2), fill=LINE)
+        _text(draw, (x1, y1, track[0], y2), label)
+    elif style == "slider":
+        mid = (y1 + y2) // 2
+        draw.line((x1, mid, x2, mid), fill=LINE, width=3)
+        knob_x = x1 + int((x2 - x1) * (widget.slider_value or 0.0))
+        draw.line((x1, mid, knob_x, mid), fill=ACCENT, width=3)
+        draw.ellipse((knob_x - 5, mid - 5, knob_x + 5, mid + 5), fill=ACCENT)
+    elif style == "banner":
+        draw.rectangle(box, fill=widget.color or ACCENT)
+        _text(draw, box, label, fill=WHITE)
+    elif style == "toast":
+        draw.rectangle(box, fill=(50, 50, 50))
+        _text(draw, box, label, fill=WHITE, center=True)
+    elif style in ("dialog", "dialog_title"):
+        _text(draw, box, label, fill=INK if style == "dialog_title" else MUTED)
+    else:
+        _text(draw, box, label, fill=INK if widget.interactive else MUTED)
+
+
+def render_png(screen: Screen, state: DeviceState, size: tuple[int, int], scale: float) -> bytes:
+    width, height = max(1, int(size[0] * scale)), max(1, int(size[1] * scale))
+    image = Image.new("RGB", (width, height), screen.background)
+    draw = ImageDraw.Draw(image)
+    for widget in screen.underlay:
+        _draw_widget(draw, widget, state, scale)
+    if screen.modal and screen.widgets:
+        # grey the page under the dialog with a stipple: cheaper than alpha compositing
+        for y in range(0, height, 2):
+            draw.line((0, y, width, y), fill=(150, 150, 150))
+        left = min(w.bounds[0] for w in screen.widgets)
+        top = min(w.bounds[1] for w in screen.widgets)
+        right = max(w.bounds[2] for w in screen.widgets)
+        bottom = max(w.bounds[3] for w in screen.widgets)
+        pad = int(8 * scale) + 2
+        draw.rectangle(
+            (
+                int(left * scale) - pad,
+                int(top * scale) - pad,
+                int(right * scale) + pad,
+                int(bottom * scale) + pad,
+            ),
+            fill=WHITE,
+            outline=INK,
+        )
+    for widget in screen.widgets:
+        _draw_widget(draw, widget, state, scale)
+    bar = max(1, int(size[1] * scale / 40))
+    draw.rectangle((0, 0, width, bar), fill=(30, 30, 30))
+    draw.text((3, max(0, (bar - CHAR_H) // 2)), "12:00", font=_font(), fill=WHITE)
+    return encode_png(image)
+
+
+def encode_png(image: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    # level 1: ~3x faster than the default and only slightly larger on flat UI frames
+    image.save(buffer, format="PNG", compress_level=1)
+    return buffer.getvalue()
+
+
+@cache
+def solid_png(size: tuple[int, int], color: tuple[int, int, int]) -> bytes:
+    return encode_png(Image.new("RGB", size, color))
