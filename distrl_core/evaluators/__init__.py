@@ -1,0 +1,37 @@
+"""Evaluators: did the agent complete its task?
+
+Rule-based checks read device state (``sim_rules`` for SimDroid, ``adb_checks`` for real devices over
+ADB); the model judge (``judge``) asks a (vision-)language model over HTTP (``judge_http``) or locally
+(``judge_local``). All answer an :class:`EpisodeContext` with an :class:`EvalResult`.
+
+Only the light modules are imported here; import backends from their modules.
+"""
+
+from distrl_core.evaluators.base import EpisodeContext, EvalResult, Evaluator, Verdict
+from distrl_core.evaluators.judge import (
+    JudgeBackend,
+    JudgeBadResponse,
+    JudgeConfig,
+    JudgeError,
+    JudgeRequestRejected,
+    JudgeUnavailable,
+    ModelJudge,
+)
+from distrl_core.evaluators.judge_parse import parse_judge_answer
+from distrl_core.evaluators.sim_rules import SimStateEvaluator
+
+__all__ = [
+    "EpisodeContext",
+    "EvalResult",
+    "Evaluator",
+    "JudgeBackend",
+    "JudgeBadResponse",
+    "JudgeConfig",
+    "JudgeError",
+    "JudgeRequestRejected",
+    "JudgeUnavailable",
+    "ModelJudge",
+    "SimStateEvaluator",
+    "Verdict",
+    "parse_judge_answer",
+]
