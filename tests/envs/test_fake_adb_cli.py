@@ -125,9 +125,7 @@ def test_run_fake_adb_serves_until_interrupted(tmp_path: Path) -> None:
     """`distrl fake-adb` (the blocking run_fake_adb): prints where it listens, stops on Ctrl-C."""
     command = [sys.executable, "-m", "flows.cli", "fake-adb", "--port", "0", "--devices", "2"]
     env = {**os.environ, "HOME": str(tmp_path), "ADBUTILS_ADB_PATH": "/bin/false"}  # token file goes to tmp
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-    )
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert process.stdout is not None
         banner = process.stdout.readline()
