@@ -32,10 +32,44 @@ def _cmd_sql(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from flows.store_walkthrough import run_walkthrough
+    from flows.demo import run_demo
 
-    summary = run_walkthrough(store_uri=args.store, collectors=args.collectors, episodes=args.episodes)
-    print(json.dumps(summary, indent=2))
+    run_demo(minutes=args.minutes, collectors=args.collectors, sync=args.sync)
+    return 0
+
+
+def _cmd_train_local(args: argparse.Namespace) -> int:
+    from flows.embedded import configure_embedded
+
+    configure_embedded(args.home)
+    from flows.train_local import TrainLocalParams, train_local
+
+    result = train_local(TrainLocalParams(collectors=args.collectors, minutes=args.minutes, sync=args.sync))
+    result.pop("history", None)
+    print(json.dumps(result, indent=2, default=str))
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from flows.embedded import configure_embedded
+
+    configure_embedded(args.home)
+    from flows.evaluate import evaluate
+    from tasks.evaluation import report_markdown
+
+    report = evaluate(policy=args.policy, split=args.split)
+    print(report_markdown(report))
+    print(f"champion {'moved to' if report['promoted'] else 'stays; not better than'} this version")
+    return 0
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from flows.embedded import configure_embedded
+
+    configure_embedded(args.home)
+    from flows.status import status_report
+
+    print(status_report())
     return 0
 
 
@@ -61,11 +95,29 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("--max-rows", type=int, default=50, help="rows shown by --format table")
     sql.set_defaults(func=_cmd_sql)
 
-    demo = sub.add_parser("demo", help="walk through the trajectory store (write, sample by priority, SQL)")
-    demo.add_argument("--store", default=None, help="store URI (default: $DISTRL_STORE_URI or .distrl/store)")
+    demo = sub.add_parser("demo", help="embedded run: warm start, async A-RIDE, held-out evaluation, plot")
+    demo.add_argument("--minutes", type=float, default=6.0, help="minutes of RL after the warm start")
     demo.add_argument("--collectors", type=int, default=4)
-    demo.add_argument("--episodes", type=int, default=200, help="episodes per collector")
+    demo.add_argument("--sync", action="store_true", help="DigiRL-style synchronous rounds instead")
     demo.set_defaults(func=_cmd_demo)
+
+    home_help = "folder of the embedded store, MLflow database and Prefect home (env variables win)"
+    local = sub.add_parser("train-local", help="collectors and learner in this process, resuming from latest")
+    local.add_argument("--minutes", type=float, default=10.0)
+    local.add_argument("--collectors", type=int, default=4)
+    local.add_argument("--sync", action="store_true")
+    local.add_argument("--home", default=".distrl", help=home_help)
+    local.set_defaults(func=_cmd_train_local)
+
+    evaluate = sub.add_parser("evaluate", help="evaluate a policy version on the held-out split")
+    evaluate.add_argument("--policy", default="latest", help="alias or version number")
+    evaluate.add_argument("--split", default="test")
+    evaluate.add_argument("--home", default=".distrl", help=home_help)
+    evaluate.set_defaults(func=_cmd_evaluate)
+
+    status = sub.add_parser("status", help="policy versions, pools, replay size, last evaluation")
+    status.add_argument("--home", default=".distrl", help=home_help)
+    status.set_defaults(func=_cmd_status)
 
     fake = sub.add_parser("fake-adb", help="serve SimDroid devices over the real ADB wire protocol")
     fake.add_argument("--port", type=int, default=5037)

@@ -1,0 +1,175 @@
+"""Collector tasks: follow the newest policy, run batches of episodes, write them as shards.
+
+Each task does one thing a person may want to see or retry in the Prefect UI: poll the registry,
+load a policy version, run a batch of episodes (appended to the collector's shard buffer), flush
+the buffer. The collector's environments, policy and buffer live in a session in the flow's
+process (see `tasks.sessions`); tasks exchange only ids, version numbers and small stats.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from pydantic import BaseModel, Field
+
+from distrl_core.envs.sim_env import SimDroidEnvConfig
+from distrl_core.envs.simdroid.device import SimDroidConfig
+from distrl_core.envs.simdroid.faults import FaultConfig
+from distrl_core.envs.simdroid.tasks import load_tasks
+from distrl_core.rollout import RolloutConfig, run_episodes
+from storage.registry import PolicyRegistry
+from storage.schema import steps_to_table
+from storage.shards import ShardWriter, ShardWriterConfig
+from storage.store import open_store
+from tasks import sessions
+from tasks.policy_io import load_policy
+
+log = logging.getLogger(__name__)
+
+
+class CollectorParams(BaseModel):
+    """Everything one collector needs; the parameters of the `collect` deployment."""
+
+    pool: str = Field("sim", description="Agent pool (shard partition and Prefect work pool).")
+    collector_id: str = Field("c0", description="Collector name, unique within the pool.")
+    env_kind: str = Field("sim", description="'sim' (SimDroid) or 'adb' (devices behind an ADB server).")
+    num_envs: int = Field(4, ge=1, description="Simulated environments stepped together (env_kind='sim').")
+    serials: list[str] = Field(default_factory=list, description="Device serials (env_kind='adb').")
+    adb_host: str = Field("127.0.0.1", description="ADB server host (env_kind='adb').")
+    adb_port: int = Field(5037, description="ADB server port (env_kind='adb').")
+    family: str | None = Field(None, description="Task family to train on (None: all).")
+    split: str = Field("train", description="Task split the collector samples from.")
+    policy_alias: str = Field("latest", description="Registry alias (or version) the collector follows.")
+    episodes_per_batch: int = Field(8, ge=1, description="Episodes per task run (the unit seen in the UI).")
+    max_episodes: int | None = Field(None, description="Stop after this many episodes (None: no limit).")
+    max_minutes: float | None = Field(None, description="Stop after this many minutes (None: no limit).")
+    flush_episodes: int = Field(16, ge=1, description="Episodes per shard.")
+    flush_seconds: float = Field(30.0, ge=0, description="Flush a partial shard at least this often.")
+    store_uri: str | None = Field(None, description="Trajectory store (default: DISTRL_STORE_URI).")
+    step_latency_s: float = Field(
+        0.0, ge=0, description="SimDroid only: median emulator-like step latency (heavy-tailed); 0 = none."
+    )
+    seed: int = Field(0, description="Seeds task sampling and episode randomness.")
+
+
+@dataclass
+class CollectorSession:
+    params: CollectorParams
+    writer: ShardWriter
+    registry: PolicyRegistry
+    policy: object | None = None
+    version: int | None = None
+    episodes: int = 0
+    steps: int = 0
+    successes: int = 0
+    broken: int = 0
+    started: float = field(default_factory=time.monotonic)
+    rng: random.Random = field(default_factory=random.Random)
+
+
+def open_collector(params: CollectorParams) -> str:
+    if params.env_kind not in ("sim", "adb"):
+        raise ValueError(f"env_kind={params.env_kind!r}: use 'sim' or 'adb'")
+    if params.env_kind == "adb" and not params.serials:
+        raise ValueError("env_kind='adb' needs serials=[...] (see `adb devices`)")
+    store = open_store(params.store_uri)
+    writer = ShardWriter(
+        store,
+        ShardWriterConfig(
+            pool=params.pool,
+            collector_id=params.collector_id,
+            flush_episodes=params.flush_episodes,
+            flush_seconds=params.flush_seconds,
+        ),
+    )
+    session = CollectorSession(params, writer, PolicyRegistry(), rng=random.Random(params.seed))
+    return sessions.register(session, f"collector-{params.pool}-{params.collector_id}")
+
+
+def close_collector(session_id: str) -> None:
+    session = sessions.close(session_id)
+    if session is not None:
+        session.writer.close()
+
+
+def _env_config(params: CollectorParams, seed: int) -> SimDroidEnvConfig:
+    faults = FaultConfig(seed=seed)
+    if params.step_latency_s > 0:
+        faults = FaultConfig(
+            seed=seed, latency="emulator", latency_scale_s=params.step_latency_s, latency_mode="sleep"
+        )
+    device = SimDroidConfig(distractor_prob=0.1, faults=faults)
+    return SimDroidEnvConfig(device=device, screenshots=False, ui_xml=False, seed=seed)
+
+
+@task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE)
+def poll_policy_version(session_id: str) -> int | None:
+    """The version the followed alias points at now (one cheap registry call)."""
+    session = sessions.get(session_id, CollectorSession)
+    return session.registry.resolve(session.params.policy_alias)
+
+
+@task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE)
+def load_policy_version(session_id: str, version: int) -> int:
+    """Fetch a version (cached locally) and swap it in; episodes already running are not touched."""
+    session = sessions.get(session_id, CollectorSession)
+    fetched = session.registry.fetch(version)
+    session.policy = load_policy(fetched.path)
+    session.version = version
+    log.info("collector %s now acts with version %d", session.params.collector_id, version)
+    return version
+
+
+@task(cache_policy=NO_CACHE)
+def collect_episode_batch(session_id: str) -> dict[str, float]:
+    """Run one batch of episodes with the current policy and buffer them for the next shard."""
+    session = sessions.get(session_id, CollectorSession)
+    if session.policy is None or session.version is None:
+        raise RuntimeError("no policy loaded yet; publish one (the learner or `distrl warm-start` does)")
+    params = session.params
+    pool = load_tasks(params.family, params.split)
+    batch_tasks = [session.rng.choice(pool) for _ in range(params.episodes_per_batch)]
+    config = RolloutConfig(
+        env=_env_config(params, session.rng.getrandbits(31)),
+        parallel_envs=min(params.num_envs, params.episodes_per_batch),
+        seed=session.rng.getrandbits(31),
+        run_id=session_id,
+        pool=params.pool,
+        collector_id=params.collector_id,
+        policy_version=session.version,
+    )
+    started = time.perf_counter()
+    result = run_episodes(session.policy, batch_tasks, config)
+    seconds = time.perf_counter() - started
+    by_episode: dict[str, list[dict]] = {}
+    for row in result.rows:
+        by_episode.setdefault(row["episode_id"], []).append(row)
+    for rows in by_episode.values():
+        session.writer.add_episode(steps_to_table(rows))
+    broken = sum(1 for rows in by_episode.values() if rows[0]["episode_status"] != "ok")
+    session.episodes += len(result.episodes)
+    session.steps += result.num_steps
+    session.successes += sum(e.success for e in result.episodes)
+    session.broken += broken
+    return {
+        "episodes": len(result.episodes),
+        "successes": sum(e.success for e in result.episodes),
+        "steps": result.num_steps,
+        "broken_episodes": broken,
+        "seconds": seconds,
+        "policy_version": session.version,
+        "mean_step_latency_ms": sum(r["step_latency_ms"] for r in result.rows) / max(1, result.num_steps),
+    }
+
+
+@task(retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE)
+def flush_shard(session_id: str) -> str | None:
+    """Write the buffered episodes as one shard; the buffer survives a failure and is retried."""
+    session = sessions.get(session_id, CollectorSession)
+    path = session.writer.flush()
+    return session.writer.store.url(path) if path else None

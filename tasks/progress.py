@@ -1,0 +1,94 @@
+"""A live progress line for embedded runs, and the time series behind the learning-curve plot."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from tasks import sessions
+from tasks.collector import CollectorSession
+from tasks.learner import LearnerSession
+
+
+@dataclass(frozen=True)
+class Sample:
+    seconds: float
+    episodes: int
+    successes: int
+    rolling_success: float
+    policy_version: int
+    replay_steps: int
+    updates: int
+
+
+class ProgressMonitor:
+    """Polls the open sessions every `period_s`; prints a rich progress bar when enabled."""
+
+    def __init__(self, enabled: bool = True, period_s: float = 1.0, window: int = 30) -> None:
+        self.enabled = enabled
+        self.period_s = period_s
+        self.history: list[Sample] = []
+        self._recent: deque[tuple[int, int]] = deque(maxlen=window)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="progress", daemon=True)
+        self._progress = None
+
+    def __enter__(self) -> ProgressMonitor:
+        if self.enabled:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(
+                TextColumn("[bold]RL[/bold]"),
+                BarColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+            )
+            self._progress.start()
+            self._task = self._progress.add_task("starting", total=None)
+        self._started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.sample()
+        if self._progress is not None:
+            self._progress.stop()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self.sample()
+
+    def sample(self) -> Sample:
+        collectors = sessions.all_of(CollectorSession)
+        learners = sessions.all_of(LearnerSession)
+        prev = self.history[-1] if self.history else Sample(0.0, 0, 0, 0.0, 0, 0, 0)
+        # Sessions close at the end of a run: never let the totals fall back.
+        episodes = max(sum(c.episodes for c in collectors), prev.episodes)
+        successes = max(sum(c.successes for c in collectors), prev.successes)
+        self._recent.append((episodes, successes))
+        first_e, first_s = self._recent[0]
+        rolling = (successes - first_s) / (episodes - first_e) if episodes > first_e else prev.rolling_success
+        learner = learners[0] if learners else None
+        sample = Sample(
+            seconds=time.monotonic() - self._started,
+            episodes=episodes,
+            successes=successes,
+            rolling_success=rolling,
+            policy_version=learner.version if learner else prev.policy_version,
+            replay_steps=learner.replay.size_steps if learner else prev.replay_steps,
+            updates=learner.learner.updates if learner else prev.updates,
+        )
+        self.history.append(sample)
+        if self._progress is not None:
+            self._progress.update(
+                self._task,
+                description=(
+                    f"episodes {sample.episodes:5d} | rolling success {sample.rolling_success:5.1%} | "
+                    f"policy v{sample.policy_version} | replay {sample.replay_steps} steps | updates {sample.updates}"
+                ),
+            )
+        return sample
