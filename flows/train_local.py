@@ -13,6 +13,7 @@ import time
 from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field
 
+from distrl_core.learner.warm_start import WarmStartConfig
 from flows.collect import collect
 from flows.learn import learn
 from storage.registry import PolicyRegistry
@@ -54,9 +55,13 @@ class TrainLocalParams(BaseModel):
         default_factory=lambda: ReplaySettings(min_size_steps=200, samples_per_insert=None)
     )
     step_latency_s: float = Field(
-        0.05, ge=0, description="Emulator-like median step latency of SimDroid (sleeps; frees CPU for the learner)."
+        0.05,
+        ge=0,
+        description="Emulator-like median step latency of SimDroid (sleeps; frees CPU for the learner).",
     )
     store_uri: str | None = Field(None, description="Trajectory store (default: DISTRL_STORE_URI).")
+    warm_start_updates: int = Field(60, ge=0, description="SFT updates of the warm start (when no version exists).")
+    warm_start_noise: float = Field(0.3, ge=0, le=1, description="Noise of the scripted expert's demonstrations.")
     evaluate: bool = Field(
         True, description="Evaluate the warm start and the final version on the held-out split."
     )
@@ -85,7 +90,11 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
     registry = PolicyRegistry()
     warm = registry.resolve("latest")
     if warm is None:
-        warm = warm_start_policy()
+        warm = warm_start_policy(
+            WarmStartConfig(
+                family=params.family, updates=params.warm_start_updates, noise=params.warm_start_noise
+            )
+        )
         logger.info("warm start published as version %d", warm)
     baseline = evaluate_version(warm, family=params.family) if params.evaluate else None
     if baseline is not None:

@@ -17,7 +17,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, Field
 
-from distrl_core.envs.sim_env import SimDroidEnvConfig
+from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
 from distrl_core.envs.simdroid.device import SimDroidConfig
 from distrl_core.envs.simdroid.faults import FaultConfig
 from distrl_core.envs.simdroid.tasks import load_tasks
@@ -42,6 +42,11 @@ class CollectorParams(BaseModel):
     serials: list[str] = Field(default_factory=list, description="Device serials (env_kind='adb').")
     adb_host: str = Field("127.0.0.1", description="ADB server host (env_kind='adb').")
     adb_port: int = Field(5037, description="ADB server port (env_kind='adb').")
+    adb_fake_server: bool = Field(
+        False,
+        description="The ADB server is `distrl fake-adb` (tasks are loaded and checked through its simdroid "
+        "shell commands); otherwise real devices, reset to HOME and scored by rule checks.",
+    )
     family: str | None = Field(None, description="Task family to train on (None: all).")
     split: str = Field("train", description="Task split the collector samples from.")
     policy_alias: str = Field("latest", description="Registry alias (or version) the collector follows.")
@@ -62,6 +67,7 @@ class CollectorSession:
     params: CollectorParams
     writer: ShardWriter
     registry: PolicyRegistry
+    envs: list
     policy: object | None = None
     version: int | None = None
     episodes: int = 0
@@ -87,7 +93,8 @@ def open_collector(params: CollectorParams) -> str:
             flush_seconds=params.flush_seconds,
         ),
     )
-    session = CollectorSession(params, writer, PolicyRegistry(), rng=random.Random(params.seed))
+    rng = random.Random(params.seed)
+    session = CollectorSession(params, writer, PolicyRegistry(), _make_envs(params, rng), rng=rng)
     return sessions.register(session, f"collector-{params.pool}-{params.collector_id}")
 
 
@@ -95,6 +102,32 @@ def close_collector(session_id: str) -> None:
     session = sessions.close(session_id)
     if session is not None:
         session.writer.close()
+
+
+def _make_envs(params: CollectorParams, rng: random.Random) -> list:
+    """The collector's environments, kept for its lifetime (emulators are slow to set up)."""
+    if params.env_kind == "sim":
+        envs = [SimDroidEnv(_env_config(params, rng.getrandbits(31))) for _ in range(params.num_envs)]
+        for i, env in enumerate(envs):
+            env.device.serial = f"sim-{params.collector_id}-{i}"
+        return envs
+    from distrl_core.envs.adb import AdbEnv, AdbEnvConfig
+    from distrl_core.envs.adb.env import simdroid_success_check, simdroid_task_loader
+    from distrl_core.evaluators.adb_checks import adb_rule_success_check
+
+    hooks = (
+        {"task_loader": simdroid_task_loader, "success_check": simdroid_success_check, "settle_delay_s": 0.0}
+        if params.adb_fake_server
+        else {"success_check": adb_rule_success_check, "reset_commands": ["input keyevent KEYCODE_HOME"]}
+    )
+    return [
+        AdbEnv(
+            AdbEnvConfig(
+                host=params.adb_host, port=params.adb_port, serial=serial, screenshots=False, **hooks
+            )
+        )
+        for serial in params.serials
+    ]
 
 
 def _env_config(params: CollectorParams, seed: int) -> SimDroidEnvConfig:
@@ -135,8 +168,7 @@ def collect_episode_batch(session_id: str) -> dict[str, float]:
     pool = load_tasks(params.family, params.split)
     batch_tasks = [session.rng.choice(pool) for _ in range(params.episodes_per_batch)]
     config = RolloutConfig(
-        env=_env_config(params, session.rng.getrandbits(31)),
-        parallel_envs=min(params.num_envs, params.episodes_per_batch),
+        parallel_envs=len(session.envs),
         seed=session.rng.getrandbits(31),
         run_id=session_id,
         pool=params.pool,
@@ -144,14 +176,14 @@ def collect_episode_batch(session_id: str) -> dict[str, float]:
         policy_version=session.version,
     )
     started = time.perf_counter()
-    result = run_episodes(session.policy, batch_tasks, config)
+    result = run_episodes(session.policy, batch_tasks, config, envs=session.envs)
     seconds = time.perf_counter() - started
     by_episode: dict[str, list[dict]] = {}
     for row in result.rows:
         by_episode.setdefault(row["episode_id"], []).append(row)
     for rows in by_episode.values():
         session.writer.add_episode(steps_to_table(rows))
-    broken = sum(1 for rows in by_episode.values() if rows[0]["episode_status"] != "ok")
+    broken = sum(1 for episode in result.episodes if episode.status != "ok")
     session.episodes += len(result.episodes)
     session.steps += result.num_steps
     session.successes += sum(e.success for e in result.episodes)

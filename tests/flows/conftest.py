@@ -1,0 +1,26 @@
+"""Prefect's test harness (one temporary API for the session) and an embedded home per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+
+
+@pytest.fixture
+def embedded_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefect_api: None) -> Path:
+    """Store, MLflow database and policy cache of one test, in its own folder."""
+    monkeypatch.setenv("DISTRL_STORE_URI", str(tmp_path / "store"))
+    monkeypatch.setenv("DISTRL_MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("DISTRL_MLFLOW_CACHE_DIR", str(tmp_path / "policy-cache"))
+    monkeypatch.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    return tmp_path

@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from distrl_core.policy.config import PolicyConfig
+from distrl_core.policy.model import Policy
+from storage.catalog import list_shards, read_shard
+from storage.registry import PolicyRegistry
+from storage.replay import Replay
+from storage.replay_config import ReplaySettings
+from storage.store import open_store
+from tasks import sessions
+from tasks.collector import (
+    CollectorParams,
+    CollectorSession,
+    close_collector,
+    collect_episode_batch,
+    flush_shard,
+    load_policy_version,
+    open_collector,
+)
+from tasks.policy_io import save_policy
+
+
+def _publish_untrained_policy() -> int:
+    registry = PolicyRegistry()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = save_policy(Policy.create(PolicyConfig()), Path(tmp) / "policy")
+        return registry.publish(path, run_id=registry.start_run("test"))
+
+
+def test_env_failure_mid_episode_is_recorded_and_not_trained_on(embedded_home: Path) -> None:
+    version = _publish_untrained_policy()
+    params = CollectorParams(num_envs=2, episodes_per_batch=4, family="general", flush_seconds=0)
+    session_id = open_collector(params)
+    session = sessions.get(session_id, CollectorSession)
+    broken_env = session.envs[0]
+    real_step, calls = broken_env.step, {"n": 0}
+
+    def flaky_step(action):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise ConnectionError("emulator went away")
+        return real_step(action)
+
+    broken_env.step = flaky_step
+    load_policy_version(session_id, version)
+    first = collect_episode_batch(session_id)
+    second = collect_episode_batch(session_id)  # the collector keeps going after the failure
+    flush_shard(session_id)
+    close_collector(session_id)
+
+    assert first["broken_episodes"] == 1 and second["broken_episodes"] == 0
+    assert first["episodes"] == 4 and second["episodes"] == 4
+    store = open_store()
+    rows = [r for s in list_shards(store) for r in read_shard(store, s.path).to_pylist()]
+    broken = {r["episode_id"] for r in rows if r["episode_status"] == "env_error"}
+    assert len(broken) == 1
+    assert all(not r["episode_success"] for r in rows if r["episode_id"] in broken)
+    replay = Replay(store, ReplaySettings(min_size_steps=1))
+    report = replay.ingest()
+    assert report.episodes == 7 and report.skipped_episodes == 1
+    assert not broken & {e for (e,) in replay.con.execute("SELECT episode_id FROM episodes").fetchall()}
+    replay.close()

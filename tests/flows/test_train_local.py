@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flows.train_local import TrainLocalParams, train_local
+from storage.registry import PolicyRegistry
+from storage.replay_config import ReplaySettings
+from storage.sql_views import open_sql
+from storage.store import open_store
+from tasks.learner import LearnerParams
+
+
+def _small_run(**overrides) -> TrainLocalParams:
+    base = {
+        "collectors": 2,
+        "envs_per_collector": 2,
+        "minutes": 3.0,  # a ceiling: the run ends when the learner has done max_updates
+        "family": "general",
+        "warm_start_updates": 5,
+        "step_latency_s": 0.0,
+        "learner": LearnerParams(updates_per_block=2, publish_every_updates=2, batch_size=4, max_updates=8),
+        "replay": ReplaySettings(min_size_steps=20, samples_per_insert=None),
+    }
+    return TrainLocalParams(**(base | overrides))
+
+
+@pytest.mark.slow
+def test_async_run_publishes_versions_that_collectors_pick_up(embedded_home: Path) -> None:
+    result = train_local(_small_run(), show_progress=False)
+    published = result["learner"]["published"]
+    assert len(published) >= 2, result["learner"]
+    registry = PolicyRegistry()
+    assert registry.versions()[0] == 1 and len(registry.versions()) == 1 + len(published)
+    assert registry.tags(1)["warm_start"] == "1"
+    # Evaluation ran on the warm start and the final version, and a champion exists.
+    assert result["warm_start"]["version"] == 1 and result["final"]["version"] == registry.resolve("latest")
+    assert registry.resolve("champion") in (1, registry.resolve("latest"))
+    session = open_sql(open_store())
+    per_pool = session.query("SELECT pool, count(*) AS n FROM episodes GROUP BY 1 ORDER BY 1").to_pylist()
+    assert [row["pool"] for row in per_pool] == ["pool_a", "pool_b"]
+    versions_used = session.query(
+        "SELECT collector_id, count(DISTINCT policy_version) AS versions FROM steps GROUP BY 1"
+    ).to_pylist()
+    table = session.query(
+        "SELECT collector_id, policy_version, count(*) AS n FROM steps GROUP BY 1, 2 ORDER BY 1, 2"
+    )
+    assert max(row["versions"] for row in versions_used) >= 2, (table.to_pylist(), result)  # swapped mid-run
+    session.close()
