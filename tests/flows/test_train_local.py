@@ -48,3 +48,8 @@ def test_async_run_publishes_versions_that_collectors_pick_up(embedded_home: Pat
     )
     assert max(row["versions"] for row in versions_used) >= 2, (table.to_pylist(), result)  # swapped mid-run
     session.close()
+    from flows.status import status_report
+
+    report = status_report()
+    assert f"v{registry.resolve('latest')}" in report and "champion" in report
+    assert "pool_a" in report and "Last evaluation" in report and "Learner learner" in report
