@@ -32,9 +32,9 @@ class ReplaySettings(BaseSettings):
     """Sample-to-insert ratio limit in steps (Reverb style); None disables it."""
     error_buffer_steps: float = 2_000.0
     """Slack of the ratio limit, in sampled steps."""
-    block_size: int = 64
+    block_size: int = 128
     """Trajectories per sampling block (stage 3 of the sampler)."""
-    super_size: int = 64
+    super_size: int = 32
     """Blocks per super-block (stage 2 of the sampler)."""
     db_path: str = ":memory:"
     """DuckDB file of the replay; ':memory:' keeps it in RAM. A file lets a restart resume locally."""
