@@ -1,0 +1,128 @@
+"""The learner's hyper-parameters: one dataclass, every field documented and validated here.
+
+Reference values from the papers' released configs, for users training large models:
+
+| field | here | DistRL (DistRL-open multimachine/default.yaml) | DigiRL (scripts/config/main/default.yaml) |
+|---|---|---|---|
+| gamma | 0.9 | 0.5 | 0.5 |
+| lam (Retrace λ) | 0.95 | 1 (fixed in code) | — |
+| rho_max / c_max | 1.0 / 1.0 | clip_rho_threshold 1.0, clip_pg_rho_threshold 1.0 | — |
+| actor_lr / critic_lr | 1e-3 / 1e-3 | lm_lr 1e-4 / critic_lr 1e-4 | 1e-4 / 1e-4 |
+| batch (trajectories per update) | 16 | 4 × grad_accum_steps 32 = 128 (steps) | 4 × 32 |
+| actor/critic grad clip | 1.0 / 1.0 | max_grad_norm 0.01 | 0.01 |
+| w1 (DPER |δ| weight) | 1.0 | dper_w1 50 | — |
+| alpha / beta (replay) | 0.6 / 0.4 → 1 | (prioritized sampler unused in code) | — |
+
+The tiny default policy learns with larger learning rates and looser clipping than a 1B-parameter
+AutoUI/VLM; start from the reference column for those. α lives in the replay's settings
+(``storage.replay_config``); the learner anneals β and reports it through :meth:`beta_at`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+__all__ = ["ALGORITHMS", "LearnerConfig"]
+
+ALGORITHMS = ("aride", "digirl", "filtered_bc")
+
+
+@dataclass
+class LearnerConfig:
+    """Hyper-parameters of ``Learner.update``.
+
+    - ``algorithm``: "aride" (Retrace actor-critic with DPER priorities), "digirl" (doubly-robust
+      advantages, instruction curriculum, filtered AWR) or "filtered_bc" (successes only).
+    - ``gamma``: discount γ. ``lam``: Retrace trace λ. ``rho_max``/``c_max``: truncation of the
+      ratios in the targets/advantage (ρ̄) and in the traces (c).
+    - ``actor_lr``/``critic_lr``: AdamW learning rates of the actor (backbone, scoring head) and of
+      the critics (value head, trajectory critic). ``weight_decay``: AdamW weight decay (both).
+    - ``micro_batch_size``: trajectories per forward/backward; a larger batch is accumulated.
+    - ``actor_grad_clip``/``critic_grad_clip``: max global grad norm per optimiser (0 = no clip).
+    - ``entropy_coef``: β of the entropy bonus. ``invalid_penalty``/``repeat_penalty``: push
+      down invalid actions and actions repeated on an unchanged screen (see algos.losses).
+    - ``critic_warmup_updates``: the first updates train only the critics. A fresh (or
+      warm-started) critic is far off the new policy's returns, and advantages from it would push
+      every action of the first failed episodes down at once.
+    - ``trajectory_critic_coef``: weight of the trajectory critic's BCE in the critic loss.
+    - ``normalize_advantages``: centre A-RIDE advantages on their batch mean and divide by their
+      batch std (see objectives.py for why).
+    - ``w1``/``w2``/``w3``/``priority_eps``: DPER priority p = w1·mean|δ| + w2·mean ρ̄ + w3·mean H + ε.
+    - ``beta_start``/``beta_end``/``beta_anneal_updates``: IS-weight exponent β schedule.
+    - ``max_policy_lag``: steps from policies more than this many versions behind the current one
+      are masked out of the losses (None keeps all; the replay may already drop them).
+    - ``digirl_lam``: λ of DigiRL's doubly-robust advantage. ``curriculum_top_fraction``: DigiRL
+      keeps trajectories in this top fraction of return − V_traj(instruction) (DigiRL: 0.1 over its
+      whole buffer; here over each batch). ``awr_threshold``: DigiRL's advantage cut (0.05).
+    - ``entity_dropout``/``word_dropout``: word dropout in the update's forward pass (see
+      Policy.with_word_dropout). It keeps RL from unlearning the grounding that generalises, at
+      the price of noisier ratios (π is evaluated on perturbed prompts); 0 disables it.
+    - ``seed``: seeds torch before each update's randomness-free computation (CPU determinism).
+    - ``mixed_precision``: bfloat16 autocast on CUDA (ignored on CPU).
+    """
+
+    algorithm: Literal["aride", "digirl", "filtered_bc"] = "aride"
+    gamma: float = 0.9
+    lam: float = 0.95
+    rho_max: float = 1.0
+    c_max: float = 1.0
+    actor_lr: float = 1e-3
+    critic_lr: float = 1e-3
+    weight_decay: float = 0.0
+    micro_batch_size: int = 16
+    actor_grad_clip: float = 1.0
+    critic_grad_clip: float = 1.0
+    entropy_coef: float = 0.01
+    invalid_penalty: float = 0.1
+    repeat_penalty: float = 0.1
+    trajectory_critic_coef: float = 1.0
+    critic_warmup_updates: int = 20
+    normalize_advantages: bool = False
+    w1: float = 1.0
+    w2: float = 0.5
+    w3: float = 0.1
+    priority_eps: float = 1e-3
+    beta_start: float = 0.4
+    beta_end: float = 1.0
+    beta_anneal_updates: int = 2000
+    max_policy_lag: int | None = None
+    digirl_lam: float = 0.5
+    curriculum_top_fraction: float = 0.1
+    awr_threshold: float = 0.05
+    entity_dropout: float = 0.0
+    word_dropout: float = 0.0
+    seed: int = 0
+    mixed_precision: bool = True
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        problems = []
+        if self.algorithm not in ALGORITHMS:
+            problems.append(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
+        for name in ("gamma", "lam", "digirl_lam", "beta_start", "beta_end", "entity_dropout", "word_dropout"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                problems.append(f"{name} must be in [0, 1], got {value}")
+        if not 0.0 < self.curriculum_top_fraction <= 1.0:
+            problems.append(f"curriculum_top_fraction must be in (0, 1], got {self.curriculum_top_fraction}")
+        for name in ("actor_lr", "critic_lr", "rho_max", "c_max", "priority_eps"):
+            if not getattr(self, name) > 0:
+                problems.append(f"{name} must be > 0, got {getattr(self, name)}")
+        for name in (
+            "weight_decay", "actor_grad_clip", "critic_grad_clip", "entropy_coef", "invalid_penalty",
+            "repeat_penalty", "trajectory_critic_coef", "w1", "w2", "w3",
+        ):  # fmt: skip
+            if getattr(self, name) < 0:
+                problems.append(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.micro_batch_size < 1 or self.beta_anneal_updates < 0 or self.critic_warmup_updates < 0:
+            problems.append("micro_batch_size must be >= 1; beta_anneal_updates and critic_warmup_updates >= 0")
+        if self.max_policy_lag is not None and self.max_policy_lag < 0:
+            problems.append(f"max_policy_lag must be None or >= 0, got {self.max_policy_lag}")
+        if problems:
+            raise ValueError("LearnerConfig: " + "; ".join(problems))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,142 @@
+"""The learner: ``update(batch) -> (metrics, new priorities)`` for A-RIDE and the two baselines."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from distrl_core.algos.priorities import linear_schedule
+from distrl_core.learner.batch import StepBatch
+from distrl_core.learner.config import LearnerConfig
+from distrl_core.learner.objectives import compute_objective
+from distrl_core.policy.model import Policy
+
+__all__ = ["Learner"]
+
+
+def _grad_norm(parameters: Sequence[nn.Parameter], clip: float) -> float:
+    params = [p for p in parameters if p.grad is not None]
+    if not params:
+        return 0.0
+    if clip > 0:
+        return float(torch.nn.utils.clip_grad_norm_(params, clip))
+    return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in params])))
+
+
+class Learner:
+    """Trains a :class:`Policy` from stored step rows.
+
+    ``policy_version`` is the version the learner's weights correspond to (the caller bumps it when
+    it publishes); the batch's policy lag is measured against it. Separate AdamW optimisers (and
+    learning rates) for the actor and the critics.
+    """
+
+    def __init__(self, policy: Policy, config: LearnerConfig | None = None, *, policy_version: int = 0) -> None:
+        self.policy = policy
+        self.config = config or LearnerConfig()
+        self.policy_version = policy_version
+        self.updates = 0
+        torch.manual_seed(self.config.seed)
+        cfg = self.config
+        self.actor_optimizer = torch.optim.AdamW(policy.actor_parameters(), lr=cfg.actor_lr, weight_decay=cfg.weight_decay)
+        self.critic_optimizer = torch.optim.AdamW(
+            policy.critic_parameters(), lr=cfg.critic_lr, weight_decay=cfg.weight_decay
+        )
+
+    @property
+    def device(self) -> torch.device:
+        return self.policy.device
+
+    def beta_at(self, updates: int | None = None) -> float:
+        """The IS-weight exponent β for sampling the next batch (annealed linearly to beta_end)."""
+        cfg = self.config
+        return linear_schedule(cfg.beta_start, cfg.beta_end, cfg.beta_anneal_updates, self.updates if updates is None else updates)
+
+    def _as_batch(self, batch: Any, is_weights: Any) -> StepBatch:
+        if isinstance(batch, StepBatch):
+            return batch
+        if hasattr(batch, "steps") and hasattr(batch, "is_weights"):  # storage.replay.SampleBatch
+            return StepBatch.from_rows(batch.steps, batch.is_weights if is_weights is None else is_weights)
+        return StepBatch.from_rows(batch, is_weights)
+
+    def _fresh_rows(self, batch: StepBatch) -> torch.Tensor:
+        """(B, T) mask of steps the losses use: real, and (by whole row) not too stale."""
+        mask = batch.mask.clone()
+        if self.config.max_policy_lag is not None:
+            lag = torch.where(batch.mask, self.policy_version - batch.policy_versions, torch.zeros_like(batch.policy_versions))
+            stale_rows = (lag > self.config.max_policy_lag).any(dim=1)
+            mask &= ~stale_rows[:, None]
+        return mask
+
+    def update(self, batch: Any, is_weights: Sequence[float] | np.ndarray | None = None) -> tuple[dict[str, float], np.ndarray]:
+        """One optimisation step on a batch of trajectories.
+
+        ``batch``: a StepBatch, a storage SampleBatch (its ``steps`` and ``is_weights``), a pyarrow
+        table of step rows or a list of step dicts. Returns the metrics and one new priority per
+        trajectory, in the batch's row order (by ``sample_idx``: the SampleBatch's draw order).
+        """
+        started = time.perf_counter()
+        cfg, policy = self.config, self.policy
+        batch = self._as_batch(batch, is_weights)
+        if policy.config.history > 0 and not batch.history_complete:
+            raise ValueError(
+                f"the policy shows {policy.config.history} previous actions, but the batch holds windows that "
+                "start mid-episode, so those actions are unknown; sample whole episodes (window=None)"
+            )
+        batch = batch.to(self.device)
+        full_mask = self._fresh_rows(batch)
+        total_steps = max(int(full_mask.sum()), 1)
+        total_rows = batch.size
+        policy.train()
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        sums: dict[str, float] = {}
+        priorities = torch.zeros(batch.size)
+        train_actor = self.updates >= cfg.critic_warmup_updates
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda" and cfg.mixed_precision)
+        for start in range(0, batch.size, cfg.micro_batch_size):
+            rows = list(range(start, min(start + cfg.micro_batch_size, batch.size)))
+            sub = batch if len(rows) == batch.size else batch.select_rows(rows)
+            mask = full_mask if sub is batch else full_mask[rows][:, : sub.shape[1]]
+            with autocast, policy.with_word_dropout(cfg.entity_dropout, cfg.word_dropout):
+                out = policy.evaluate(sub)
+            objective = compute_objective(out, sub, mask, cfg)
+            step_share = float(mask.sum()) / total_steps
+            row_share = len(rows) / total_rows
+            actor_term = objective.actor_loss * step_share if train_actor else objective.actor_loss.detach() * 0
+            (actor_term + objective.critic_loss * row_share).backward()
+            priorities[rows] = objective.priorities.float().cpu()
+            sums["actor_loss"] = sums.get("actor_loss", 0.0) + float(objective.actor_loss) * step_share
+            sums["critic_loss"] = sums.get("critic_loss", 0.0) + float(objective.critic_loss) * row_share
+            sums["unknown_action_fraction"] = sums.get("unknown_action_fraction", 0.0) + float(
+                (mask & ~out.known).sum()
+            ) / total_steps
+            for name, value in objective.stats.items():
+                sums[name] = sums.get(name, 0.0) + float(value) * step_share
+        grad_actor = _grad_norm(policy.actor_parameters(), cfg.actor_grad_clip)
+        grad_critic = _grad_norm(policy.critic_parameters(), cfg.critic_grad_clip)
+        if train_actor:
+            self.actor_optimizer.step()
+        self.critic_optimizer.step()
+        self.updates += 1
+        lag = (self.policy_version - batch.policy_versions)[batch.mask].float()
+        metrics = {
+            **sums,
+            "grad_norm_actor": grad_actor,
+            "grad_norm_critic": grad_critic,
+            "policy_lag_mean": float(lag.mean()),
+            "policy_lag_max": float(lag.max()),
+            "used_step_fraction": float(full_mask.sum()) / max(int(batch.mask.sum()), 1),
+            "trajectories": float(batch.size),
+            "steps": float(batch.mask.sum()),
+            "success_rate": float(batch.success.mean()),
+            "beta": self.beta_at(),
+            "actor_trained": float(train_actor),
+            "update_s": time.perf_counter() - started,
+        }
+        return metrics, priorities.numpy().astype(np.float64)

@@ -1,0 +1,175 @@
+"""An in-process training loop on SimDroid: collect with the current policy, replay, update, evaluate.
+
+It is the smallest complete instance of the system (one collector, one learner, no storage) and
+what the learning test and ``bench/learning_curve.py`` run. The distributed system replaces
+``InMemoryReplay`` with the DuckDB replay over Parquet shards and the rollout with collectors.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from distrl_core.envs.sim_env import SimDroidEnvConfig
+from distrl_core.envs.simdroid.device import SimDroidConfig
+from distrl_core.envs.simdroid.tasks import Task, load_tasks
+from distrl_core.learner.learner import Learner
+from distrl_core.rollout import RolloutConfig, run_episodes
+
+__all__ = ["InMemoryReplay", "LoopConfig", "RoundResult", "evaluate_success", "train_rounds"]
+
+
+class InMemoryReplay:
+    """Trajectories with priorities; draws with replacement in proportion to priority**alpha and
+    returns IS weights (N·P(i))^-β / max. The newest ``capacity`` trajectories are kept."""
+
+    def __init__(self, capacity: int = 2000, alpha: float = 0.6, seed: int = 0) -> None:
+        if capacity < 1 or alpha < 0:
+            raise ValueError("InMemoryReplay needs capacity >= 1 and alpha >= 0")
+        self.capacity, self.alpha = capacity, alpha
+        self.episodes: list[list[dict[str, Any]]] = []
+        self.priorities: list[float] = []
+        self._rng = np.random.default_rng(seed)
+
+    def __len__(self) -> int:
+        return len(self.episodes)
+
+    def add(self, rows: Sequence[dict[str, Any]]) -> int:
+        by_episode: dict[str, list[dict[str, Any]]] = {}
+        for row in rows:
+            by_episode.setdefault(row["episode_id"], []).append(row)
+        top = max(self.priorities, default=1.0)
+        for episode in by_episode.values():
+            self.episodes.append(sorted(episode, key=lambda r: r["step"]))
+            self.priorities.append(top)  # new data is seen at least once soon
+        overflow = len(self.episodes) - self.capacity
+        if overflow > 0:
+            del self.episodes[:overflow], self.priorities[:overflow]
+        return len(by_episode)
+
+    def sample(self, size: int, beta: float) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray]:
+        """(indices, step rows tagged with ``sample_idx``, IS weights)."""
+        weights = np.asarray(self.priorities, dtype=np.float64) ** self.alpha
+        probabilities = weights / weights.sum()
+        picks = self._rng.choice(len(self.episodes), size=size, p=probabilities)
+        is_weights = (len(self.episodes) * probabilities[picks]) ** (-beta)
+        rows = [{**row, "sample_idx": i} for i, pick in enumerate(picks) for row in self.episodes[pick]]
+        return picks, rows, is_weights / is_weights.max()
+
+    def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
+        for index, priority in zip(indices.tolist(), priorities.tolist(), strict=True):
+            self.priorities[index] = float(priority)
+
+
+@dataclass
+class LoopConfig:
+    """Settings of ``train_rounds``.
+
+    - ``family``: SimDroid family trained and evaluated on. ``eval_tasks``: held-out tasks per
+      evaluation (None = the whole test split of the family), evaluated greedily.
+    - ``rounds``: collect/update rounds. ``episodes_per_round``: environment episodes per round
+      (the budget that makes methods comparable). ``updates_per_round``/``batch_size``: learner
+      updates per round and trajectories per update. ``min_replay``: episodes before updating.
+    - ``train_eval_tasks``: also evaluate greedily on this many train tasks per round (0 = skip).
+    - ``replay_capacity``/``alpha``: the in-memory replay (α only matters for A-RIDE's priorities).
+    - ``env``: the environment (distractor dialogs on at 10%, as SimDroidEnv's default).
+    - ``seed``: task order, rollouts and replay sampling.
+    """
+
+    family: str = "general"
+    eval_tasks: int | None = None
+    rounds: int = 10
+    episodes_per_round: int = 32
+    updates_per_round: int = 8
+    batch_size: int = 16
+    min_replay: int = 16
+    train_eval_tasks: int = 0
+    replay_capacity: int = 2000
+    alpha: float = 0.6
+    parallel_envs: int = 16
+    env: SimDroidEnvConfig = field(
+        default_factory=lambda: SimDroidEnvConfig(
+            device=SimDroidConfig(distractor_prob=0.1), screenshots=False, ui_xml=False
+        )
+    )
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    round: int
+    env_steps: int
+    episodes: int
+    train_success: float  # of the episodes collected this round (sampled actions)
+    heldout_success: float  # greedy, on the family's test split
+    train_greedy_success: float | None
+    updates: int
+    seconds: float
+    metrics: dict[str, float]
+
+
+def evaluate_success(policy, tasks: Sequence[Task], env: SimDroidEnvConfig, *, seed: int = 12345, parallel: int = 16) -> float:
+    """Greedy success rate over ``tasks`` (one episode each)."""
+    result = run_episodes(policy, tasks, RolloutConfig(env=env, greedy=True, seed=seed, parallel_envs=parallel))
+    return result.success_rate
+
+
+def train_rounds(
+    learner: Learner, config: LoopConfig, on_round: Callable[[RoundResult], None] | None = None
+) -> list[RoundResult]:
+    """Round 0 evaluates the starting policy; each later round collects, updates, evaluates."""
+    policy = learner.policy
+    train_tasks = load_tasks(config.family, "train")
+    test_tasks = load_tasks(config.family, "test")
+    if config.eval_tasks is not None:
+        test_tasks = test_tasks[: config.eval_tasks]
+    rng = np.random.default_rng(config.seed)
+    replay = InMemoryReplay(config.replay_capacity, config.alpha, seed=config.seed)
+    started = time.perf_counter()
+    train_probe = train_tasks[:: max(1, len(train_tasks) // max(config.train_eval_tasks, 1))][: config.train_eval_tasks]
+
+    def evaluate() -> tuple[float, float | None]:
+        heldout = evaluate_success(policy, test_tasks, config.env, parallel=config.parallel_envs)
+        if not train_probe:
+            return heldout, None
+        return heldout, evaluate_success(policy, train_probe, config.env, parallel=config.parallel_envs)
+
+    results = [RoundResult(0, 0, 0, 0.0, *evaluate(), 0, 0.0, {})]
+    if on_round:
+        on_round(results[0])
+    env_steps = episodes = 0
+    for round_index in range(1, config.rounds + 1):
+        tasks = [train_tasks[i] for i in rng.integers(len(train_tasks), size=config.episodes_per_round)]
+        rollout = RolloutConfig(
+            env=config.env,
+            parallel_envs=config.parallel_envs,
+            seed=int(rng.integers(2**31)),
+            policy_version=learner.policy_version,
+        )
+        collected = run_episodes(policy, tasks, rollout)
+        replay.add(collected.rows)
+        env_steps += collected.num_steps
+        episodes += len(collected.episodes)
+        metrics: dict[str, float] = {}
+        if len(replay) >= config.min_replay:
+            sums: dict[str, float] = {}
+            for _ in range(config.updates_per_round):
+                indices, rows, weights = replay.sample(config.batch_size, learner.beta_at())
+                step_metrics, priorities = learner.update(rows, weights)
+                replay.update_priorities(indices, priorities)
+                for name, value in step_metrics.items():
+                    sums[name] = sums.get(name, 0.0) + value / config.updates_per_round
+            metrics = sums
+            learner.policy_version += 1
+        result = RoundResult(
+            round_index, env_steps, episodes, collected.success_rate, *evaluate(), learner.updates,
+            time.perf_counter() - started, metrics,
+        )  # fmt: skip
+        results.append(result)
+        if on_round:
+            on_round(result)
+    return results

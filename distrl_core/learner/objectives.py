@@ -1,0 +1,148 @@
+"""The three training objectives on one evaluated batch, built from distrl_core.algos' functions.
+
+Each returns the actor loss, the critic loss (step critic plus trajectory critic), tensors for the
+metrics, and the trajectories' new priorities. Only A-RIDE prioritizes: the baselines return
+uniform priorities, so a prioritized replay samples their data uniformly, as DigiRL does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from distrl_core.algos.baselines import (
+    curriculum_mask,
+    digirl_step_advantages,
+    filtered_awr_loss,
+    filtered_bc_loss,
+)
+from distrl_core.algos.losses import critic_loss, policy_loss, trajectory_critic_loss
+from distrl_core.algos.masking import masked_mean
+from distrl_core.algos.priorities import dper_priority
+from distrl_core.algos.ratios import importance_ratios
+from distrl_core.algos.retrace import discounted_returns, retrace_targets
+from distrl_core.learner.batch import StepBatch
+from distrl_core.learner.config import LearnerConfig
+from distrl_core.policy.types import EvalOutput
+
+__all__ = ["Objective", "compute_objective"]
+
+
+@dataclass
+class Objective:
+    actor_loss: torch.Tensor  # ()
+    critic_loss: torch.Tensor  # ()
+    priorities: torch.Tensor  # (B,) detached
+    stats: dict[str, torch.Tensor]  # detached scalars for the metrics
+
+
+def _bootstrap(values: torch.Tensor, batch: StepBatch, mask: torch.Tensor) -> torch.Tensor:
+    """(B,) value after each row: 0 after a done step; for a window cut before the episode's end,
+    the critic's value of the window's last state (the next state is not in the batch)."""
+    last = mask.sum(dim=1).clamp(min=1) - 1
+    rows = torch.arange(values.shape[0], device=values.device)
+    ended = batch.dones[rows, last] > 0
+    return torch.where(ended, torch.zeros_like(last, dtype=values.dtype), values.detach()[rows, last])
+
+
+def _critics(out: EvalOutput, targets: torch.Tensor, batch: StepBatch, mask, cfg: LearnerConfig):
+    step = critic_loss(out.values, targets, mask, batch.is_weights)
+    trajectory = trajectory_critic_loss(out.traj_logits, batch.success)
+    return step + cfg.trajectory_critic_coef * trajectory, step.detach(), trajectory.detach()
+
+
+def _aride(out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig) -> Objective:
+    actor_mask = mask & out.known
+    rho = importance_ratios(out.logp, batch.logp_mu, mask)
+    values = out.values.detach()
+    retrace = retrace_targets(
+        values,
+        batch.rewards,
+        batch.dones,
+        rho,
+        mask,
+        _bootstrap(values, batch, mask),
+        gamma=cfg.gamma,
+        lam=cfg.lam,
+        rho_max=cfg.rho_max,
+        c_max=cfg.c_max,
+    )
+    advantages = retrace.advantages
+    if cfg.normalize_advantages:
+        # Centre and scale over the batch's steps: a critic that lags the policy biases every
+        # advantage one way, which would push all sampled actions up (or down) together.
+        mean = masked_mean(advantages, actor_mask)
+        std = torch.sqrt(masked_mean((advantages - mean).square(), actor_mask))
+        advantages = torch.where(actor_mask, (advantages - mean) / std.clamp(min=1e-6), advantages)
+    actor = policy_loss(
+        out.logp,
+        advantages,
+        batch.is_weights,
+        out.entropy,
+        actor_mask,
+        entropy_coef=cfg.entropy_coef,
+        invalid=batch.invalid,
+        invalid_penalty=cfg.invalid_penalty,
+        repeat=batch.repeat,
+        repeat_penalty=cfg.repeat_penalty,
+    )
+    critic, step_loss, traj_loss = _critics(out, retrace.v_targets, batch, mask, cfg)
+    priorities = dper_priority(
+        retrace.td_errors, retrace.rho_bar, out.entropy.detach(), mask,
+        w1=cfg.w1, w2=cfg.w2, w3=cfg.w3, eps=cfg.priority_eps,
+    )  # fmt: skip
+    stats = {
+        "policy_gradient": actor.policy_gradient,
+        "entropy": actor.entropy,
+        "penalty": actor.penalty,
+        "rho_mean": masked_mean(rho, mask),
+        "rho_clipped_fraction": masked_mean((rho > cfg.rho_max).float(), mask),
+        "advantage_mean": masked_mean(advantages, actor_mask),
+        "td_abs_mean": masked_mean(retrace.td_errors.abs(), mask),
+        "v_target_mean": masked_mean(retrace.v_targets, mask),
+    }
+    return Objective(actor.loss, critic, priorities, {**stats, "critic_step": step_loss, "critic_traj": traj_loss})
+
+
+def _digirl(out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig) -> Objective:
+    actor_mask = mask & out.known
+    values = out.values.detach()
+    advantages = digirl_step_advantages(
+        batch.rewards, values, batch.dones, mask, lam=cfg.digirl_lam, bootstrap_value=_bootstrap(values, batch, mask)
+    )
+    returns = (batch.rewards * mask).sum(dim=1)
+    keep = curriculum_mask(returns, torch.sigmoid(out.traj_logits.detach()), cfg.curriculum_top_fraction)
+    actor_loss = filtered_awr_loss(out.logp, advantages, actor_mask, keep, cfg.awr_threshold)
+    targets = discounted_returns(batch.rewards, batch.dones, mask, cfg.gamma, _bootstrap(values, batch, mask))
+    critic, step_loss, traj_loss = _critics(out, targets, batch, mask, cfg)
+    stats = {
+        "entropy": masked_mean(out.entropy.detach(), mask),
+        "advantage_mean": masked_mean(advantages, actor_mask),
+        "kept_fraction": keep.float().mean(),
+        "critic_step": step_loss,
+        "critic_traj": traj_loss,
+    }
+    return Objective(actor_loss, critic, torch.ones(mask.shape[0], device=mask.device), stats)
+
+
+def _filtered_bc(out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig) -> Objective:
+    actor_mask = mask & out.known
+    actor_loss = filtered_bc_loss(out.logp, actor_mask, batch.success)
+    values = out.values.detach()
+    targets = discounted_returns(batch.rewards, batch.dones, mask, cfg.gamma, _bootstrap(values, batch, mask))
+    critic, step_loss, traj_loss = _critics(out, targets, batch, mask, cfg)
+    stats = {
+        "entropy": masked_mean(out.entropy.detach(), mask),
+        "kept_fraction": batch.success.float().mean(),
+        "critic_step": step_loss,
+        "critic_traj": traj_loss,
+    }
+    return Objective(actor_loss, critic, torch.ones(mask.shape[0], device=mask.device), stats)
+
+
+_OBJECTIVES = {"aride": _aride, "digirl": _digirl, "filtered_bc": _filtered_bc}
+
+
+def compute_objective(out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig) -> Objective:
+    return _OBJECTIVES[cfg.algorithm](out, batch, mask, cfg)

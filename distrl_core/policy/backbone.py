@@ -1,0 +1,141 @@
+"""Backbones: the tiny default built from a config, or any Hugging Face model; LoRA; base hashes.
+
+A base hash identifies the weights a version was trained from. For the tiny default it is the
+SHA-256 of the freshly initialised weights (deterministic by seed) and of its config; for a
+pretrained base it is the SHA-256 of the checkpoint's config and weight files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from distrl_core.policy.config import LoraSettings, PolicyConfig, TinyModelConfig
+
+__all__ = [
+    "apply_lora",
+    "build_tiny_encoder",
+    "build_tiny_model",
+    "hash_checkpoint_files",
+    "hash_state_dict",
+    "load_pretrained",
+    "resolve_checkpoint_dir",
+]
+
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".json", ".model", ".txt")
+
+
+def _tiny_llama_config(config: TinyModelConfig, tokenizer):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=config.hidden_size,
+        intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.num_layers,
+        num_attention_heads=config.num_heads,
+        num_key_value_heads=config.num_heads,
+        max_position_embeddings=config.max_positions,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=True,
+        attention_dropout=0.0,
+    )
+
+
+def build_tiny_model(config: TinyModelConfig, tokenizer) -> nn.Module:
+    """A Llama-style causal LM with random weights drawn from ``config.seed`` (global RNG untouched)."""
+    from transformers import LlamaForCausalLM
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        model = LlamaForCausalLM(_tiny_llama_config(config, tokenizer))
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def build_tiny_encoder(config: TinyModelConfig, tokenizer, seed: int) -> nn.Module:
+    """The same shape without the LM head (the separate critic's encoder), weights from ``seed``."""
+    from transformers import LlamaModel
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return LlamaModel(_tiny_llama_config(config, tokenizer))
+
+
+def resolve_checkpoint_dir(pointer: str) -> Path:
+    """A local directory as is; a hub id through the local Hugging Face cache (never downloads
+    when HF_HUB_OFFLINE=1, the project's default)."""
+    path = Path(pointer).expanduser()
+    if path.is_dir():
+        return path
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(pointer, local_files_only=os.environ.get("HF_HUB_OFFLINE") == "1"))
+    except Exception as exc:
+        raise FileNotFoundError(
+            f"policy base {pointer!r} is neither a local directory nor a hub id in the local cache "
+            f"({type(exc).__name__}: {exc}); download it once with network access or give a local path"
+        ) from exc
+
+
+def hash_checkpoint_files(directory: Path) -> str:
+    """SHA-256 over the names and contents of a checkpoint's config and weight files."""
+    digest = hashlib.sha256()
+    files = sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in _WEIGHT_SUFFIXES)
+    if not files:
+        raise FileNotFoundError(f"no model files (config, weights) under {directory}")
+    for path in files:
+        digest.update(str(path.relative_to(directory)).encode() + b"\0")
+        with path.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def hash_state_dict(model: nn.Module, extra: str = "") -> str:
+    """SHA-256 over parameter names, shapes, dtypes and bytes (tied weights counted once)."""
+    digest = hashlib.sha256(extra.encode())
+    for name, tensor in sorted(model.state_dict().items()):
+        data = tensor.detach().to("cpu").contiguous()
+        digest.update(f"{name}:{tuple(data.shape)}:{data.dtype}".encode())
+        digest.update(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")
+    return digest.hexdigest()
+
+
+def load_pretrained(config: PolicyConfig, pointer: str | Path | None = None) -> tuple[nn.Module, Any]:
+    """The base model and its tokenizer (or processor, for ``vision``) from a dir or hub id."""
+    from transformers import AutoModelForCausalLM, AutoProcessor, AutoTokenizer
+
+    source = str(pointer or config.base)
+    if config.vision:
+        from transformers import AutoModelForImageTextToText
+
+        processor = AutoProcessor.from_pretrained(source)
+        model = AutoModelForImageTextToText.from_pretrained(source)
+        return model, processor
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(source)
+    return model, tokenizer
+
+
+def apply_lora(model: nn.Module, settings: LoraSettings) -> nn.Module:
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(
+        r=settings.r,
+        lora_alpha=settings.alpha,
+        lora_dropout=settings.dropout,
+        target_modules=settings.target_modules,
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, lora)

@@ -1,0 +1,151 @@
+"""The policy's settings: one dataclass, validated in one place."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+__all__ = ["LoraSettings", "PolicyConfig", "TinyModelConfig"]
+
+MODES = ("scoring", "generative")
+CRITICS = ("separate", "shared", "detached")
+
+
+@dataclass
+class TinyModelConfig:
+    """The default backbone: a small Llama-style decoder built from this config with random weights
+    drawn from ``seed`` (so the same config and seed always give the same base, whose hash the
+    version records). Measured on this project's 2-core CPU: a learner update on batch 16 stays
+    well under 0.5 s at these sizes.
+
+    - ``hidden_size``/``num_layers``/``num_heads``/``intermediate_size``: transformer shape.
+    - ``max_positions``: longest prompt in tokens (launcher screens take ~150).
+    - ``seed``: initialisation seed of the weights and the heads.
+    """
+
+    hidden_size: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    intermediate_size: int = 128
+    max_positions: int = 512
+    seed: int = 0
+
+    def validate(self) -> None:
+        for name in ("hidden_size", "num_layers", "num_heads", "intermediate_size", "max_positions"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"TinyModelConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.hidden_size % self.num_heads:
+            raise ValueError(
+                f"TinyModelConfig.hidden_size ({self.hidden_size}) must be divisible by num_heads "
+                f"({self.num_heads})"
+            )
+
+
+@dataclass
+class LoraSettings:
+    """PEFT LoRA on top of a pretrained base (``PolicyConfig.base``); the base stays frozen.
+
+    - ``r``/``alpha``/``dropout``: LoRA rank, scaling numerator, dropout on the adapter input.
+    - ``target_modules``: module names to adapt; "all-linear" lets PEFT pick every linear layer.
+    """
+
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: list[str] | str = "all-linear"
+
+    def validate(self) -> None:
+        if self.r < 1 or self.alpha < 1:
+            raise ValueError(f"LoraSettings needs r >= 1 and alpha >= 1, got r={self.r}, alpha={self.alpha}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"LoraSettings.dropout must be in [0, 1), got {self.dropout}")
+
+
+@dataclass
+class PolicyConfig:
+    """How the policy is built and how it acts.
+
+    - ``base``: a local directory or hub id of a Hugging Face causal LM; None builds the tiny
+      default model from ``tiny`` with a word-level tokenizer trained on SimDroid text.
+    - ``mode``: "scoring" (the default: score candidate actions built from the observation and
+      act from the softmax over them) or "generative" (the model writes the action text).
+    - ``lora``: LoRA settings for a pretrained base; None trains all weights (right for ``tiny``,
+      whose weights are random).
+    - ``temperature``: π is softmax(score / temperature) over candidates, or the token
+      distribution's logits / temperature when generating; the learner uses the same π.
+    - ``history``: previous actions shown in the prompt. The learner rebuilds them from earlier
+      rows of the same episode, so history > 0 needs whole-episode samples (not windows).
+    - ``screen_size``: pixel size that compact-tree bounds refer to (slider taps).
+    - ``match_features``: add an exact-match embedding (does this word occur in the instruction?)
+      to the input embeddings; what lets a small model ground unseen words.
+    - ``critic``: what the critics (state value, trajectory success) read. "separate" (default, as
+      DistRL/DigiRL, whose critics are separate models): a second tiny encoder built from
+      ``tiny`` (seed + 2) over the same prompt, trained only by the critic loss; "shared": the
+      actor backbone's hidden states, the critic loss back-propagating into it; "detached": the
+      actor backbone's hidden states without gradient (cheapest, but its features move under the
+      critic as the actor learns).
+    - ``max_new_tokens``: generation cap (an untrained model fills it: keep it small).
+    - ``vision``: feed screenshots through the base's AutoProcessor (pretrained VLMs only).
+    - ``device``: "auto" (cuda when available), "cpu" or "cuda[:n]".
+    - ``seed``: seed of the action sampler.
+    - ``tokenizer_extra_words``: words added to the default tokenizer's vocabulary.
+    """
+
+    base: str | None = None
+    mode: Literal["scoring", "generative"] = "scoring"
+    tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
+    lora: LoraSettings | None = None
+    temperature: float = 1.0
+    history: int = 0
+    screen_size: tuple[int, int] = (1080, 2400)
+    match_features: bool = True
+    critic: Literal["separate", "shared", "detached"] = "separate"
+    max_new_tokens: int = 24
+    vision: bool = False
+    device: str = "auto"
+    seed: int = 0
+    tokenizer_extra_words: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.tiny, dict):
+            self.tiny = TinyModelConfig(**self.tiny)
+        if isinstance(self.lora, dict):
+            self.lora = LoraSettings(**self.lora)
+        self.screen_size = tuple(self.screen_size)  # type: ignore[assignment]
+        self.validate()
+
+    def validate(self) -> None:
+        if self.critic not in CRITICS:
+            raise ValueError(f"PolicyConfig.critic must be one of {CRITICS}, got {self.critic!r}")
+        if self.mode not in MODES:
+            raise ValueError(f"PolicyConfig.mode must be one of {MODES}, got {self.mode!r}")
+        if not self.temperature > 0:
+            raise ValueError(
+                f"PolicyConfig.temperature must be > 0 (use act(greedy=True) for argmax), got {self.temperature}"
+            )
+        if self.history < 0 or self.max_new_tokens < 1:
+            raise ValueError("PolicyConfig.history must be >= 0 and max_new_tokens >= 1")
+        if len(self.screen_size) != 2 or min(self.screen_size) < 1:
+            raise ValueError(f"PolicyConfig.screen_size must be (width, height) > 0, got {self.screen_size}")
+        if self.vision and self.base is None:
+            raise ValueError(
+                "PolicyConfig.vision needs a pretrained vision-language base (base=<dir or hub id>); "
+                "the tiny default model reads the compact UI text only"
+            )
+        if self.lora is not None and self.base is None:
+            raise ValueError(
+                "PolicyConfig.lora adapts a pretrained base; the tiny default model has random weights "
+                "and is trained in full: set lora=None or give base=<dir or hub id>"
+            )
+        self.tiny.validate()
+        if self.lora is not None:
+            self.lora.validate()
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["screen_size"] = list(self.screen_size)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PolicyConfig:
+        return cls(**data)

@@ -1,0 +1,147 @@
+"""Generative acting: the model writes the action text, which ``parse_action`` reads.
+
+π is the model's next-token distribution with logits divided by the temperature (no top-k/top-p,
+so the behaviour log-prob is exact). Sampling stops at EOS, at a token containing a newline, or at
+``max_new_tokens``. The behaviour log-prob is the sum over emitted tokens (EOS included when it was
+emitted) and the entropy is the true entropy of π summed over those positions. The learner
+re-tokenizes the stored ``raw_output``; it appends EOS when the stored token count says it was
+emitted, so for tokenizers whose decode/encode round-trips, act() and evaluate() agree exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import torch
+
+from distrl_core.algos.entropy import token_entropy
+from distrl_core.envs.actions import parse_action
+from distrl_core.envs.observation import Observation
+from distrl_core.policy.prompt import generative_prompt, last_actions
+from distrl_core.policy.types import ActOutput, StepInput
+
+if TYPE_CHECKING:
+    from distrl_core.policy.model import Policy
+
+__all__ = ["act_generative", "evaluate_generative"]
+
+
+def _stop_ids(policy: Policy) -> set[int]:
+    tokenizer = policy.tokenizer
+    stops = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+    vocab = tokenizer.get_vocab()
+    stops |= {i for token, i in vocab.items() if "\n" in tokenizer.convert_tokens_to_string([token])}
+    return stops
+
+
+def _suppressed(policy: Policy) -> list[int]:
+    # Special tokens other than EOS would vanish from the decoded text and break re-scoring.
+    tokenizer = policy.tokenizer
+    return sorted({i for i in tokenizer.all_special_ids if i != tokenizer.eos_token_id})
+
+
+@torch.no_grad()
+def act_generative(
+    policy: Policy, observations: Sequence[Observation], *, greedy: bool, generator: torch.Generator
+) -> list[ActOutput]:
+    tokenizer, device, temperature = policy.tokenizer, policy.device, policy.config.temperature
+    stops, suppressed = _stop_ids(policy), _suppressed(policy)
+    outputs = []
+    for observation in observations:  # one at a time: no padding, so log-probs match re-scoring
+        history = last_actions(observation.previous_actions, policy.config.history)
+        prompt = generative_prompt(observation.instruction, observation.ui_text, history)
+        ids = tokenizer(prompt, return_tensors="pt")["input_ids"].to(device)
+        emitted: list[int] = []
+        logprob, entropy = 0.0, 0.0
+        past = None
+        step_input = ids
+        for _ in range(policy.config.max_new_tokens):
+            out = policy.model(input_ids=step_input, past_key_values=past, use_cache=True)
+            past = out.past_key_values
+            logits = out.logits[0, -1].float() / temperature
+            if suppressed:
+                logits[suppressed] = float("-inf")
+            log_p = torch.log_softmax(logits, dim=-1)
+            if greedy:
+                token = int(log_p.argmax())
+            else:
+                token = int(torch.multinomial(log_p.exp().cpu(), 1, generator=generator))
+            logprob += float(log_p[token])
+            entropy += float(token_entropy(logits[None], torch.ones(1)))
+            emitted.append(token)
+            if token in stops:
+                break
+            step_input = torch.tensor([[token]], device=device)
+        text = tokenizer.decode(emitted, skip_special_tokens=True)
+        outputs.append(
+            ActOutput(
+                raw_text=text,
+                action=parse_action(text),
+                logprob=logprob,
+                token_count=len(emitted),
+                entropy=entropy,
+                value=0.0,
+                extras={"stopped": bool(emitted and emitted[-1] in stops)},
+            )
+        )
+    values = _critic(policy, observations)
+    return [
+        ActOutput(o.raw_text, o.action, o.logprob, o.token_count, o.entropy, float(v), o.extras)
+        for o, v in zip(outputs, values, strict=True)
+    ]
+
+
+def _critic(policy: Policy, observations: Sequence[Observation]) -> list[float]:
+    steps = [StepInput(o.instruction, o.ui_text, "", history=o.previous_actions) for o in observations]
+    return evaluate_generative(policy, steps, with_actions=False)["values"].tolist()
+
+
+def evaluate_generative(
+    policy: Policy, steps: Sequence[StepInput], *, with_actions: bool = True
+) -> dict[str, torch.Tensor]:
+    """Flat (N,) log π of each stored output (sum over its tokens), entropy, V(s), trajectory logit."""
+    tokenizer, device = policy.tokenizer, policy.device
+    sequences, prompt_lengths, instruction_ends = [], [], []
+    for step in steps:
+        history = last_actions(step.history, policy.config.history)
+        prompt_ids = tokenizer(generative_prompt(step.instruction, step.observation_text, history))["input_ids"]
+        instruction_ids = tokenizer(f"task: {step.instruction}")["input_ids"]
+        action_ids = tokenizer(step.raw_output, add_special_tokens=False)["input_ids"] if with_actions else []
+        if with_actions and step.token_count > len(action_ids) and tokenizer.eos_token_id is not None:
+            action_ids = [*action_ids, tokenizer.eos_token_id]
+        sequences.append(prompt_ids + action_ids)
+        prompt_lengths.append(len(prompt_ids))
+        instruction_ends.append(min(len(instruction_ids), len(prompt_ids)) - 1)
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(steps), width), tokenizer.pad_token_id or 0, dtype=torch.long)
+    attention = torch.zeros_like(ids)
+    for i, seq in enumerate(sequences):
+        ids[i, : len(seq)] = torch.tensor(seq)
+        attention[i, : len(seq)] = 1
+    ids, attention = ids.to(device), attention.to(device)
+    out = policy.model(input_ids=ids, attention_mask=attention, output_hidden_states=True)
+    logits = out.logits[:, :-1].float() / policy.config.temperature  # position t predicts token t+1
+    suppressed = _suppressed(policy)
+    if suppressed:
+        logits[..., suppressed] = float("-inf")
+    targets = ids[:, 1:]
+    positions = torch.arange(width - 1, device=device)[None, :]
+    lengths = attention.sum(dim=1)
+    prompt = torch.tensor(prompt_lengths, device=device)
+    action_mask = (positions >= (prompt - 1)[:, None]) & (positions < (lengths - 1)[:, None])
+    token_logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    logp = torch.where(action_mask, token_logp, torch.zeros_like(token_logp)).sum(dim=1)
+    entropy = token_entropy(logits, action_mask.float())
+    hidden = out.hidden_states[-1].float()
+    critic_hidden = policy.heads.critic_states(ids, None, attention, hidden, policy.config.critic)
+    rows = torch.arange(len(steps), device=device)
+    values = policy.heads.state_value(critic_hidden[rows, prompt - 1])
+    traj = policy.heads.trajectory_logit(critic_hidden[rows, torch.tensor(instruction_ends, device=device)])
+    return {
+        "logp": logp,
+        "entropy": entropy,
+        "values": values,
+        "traj_logits": traj,
+        "known": torch.ones(len(steps), dtype=torch.bool, device=device),
+    }

@@ -1,0 +1,214 @@
+"""The policy: a Hugging Face backbone (tiny default or pretrained, optionally with LoRA), heads,
+a tokenizer, and two ways to act (candidate scoring, the default, or generation)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from distrl_core.envs.observation import Observation
+from distrl_core.policy import generative, scoring
+from distrl_core.policy.backbone import (
+    apply_lora,
+    build_tiny_encoder,
+    build_tiny_model,
+    hash_checkpoint_files,
+    hash_state_dict,
+    load_pretrained,
+    resolve_checkpoint_dir,
+)
+from distrl_core.policy.config import PolicyConfig
+from distrl_core.policy.heads import PolicyHeads
+from distrl_core.policy.prompt import PROMPT_WORDS, EncodedStep, encode_scoring_step, last_actions
+from distrl_core.policy.tokenizer import build_word_tokenizer, simdroid_corpus
+from distrl_core.policy.types import ActOutput, EvalOutput, StepInput
+
+__all__ = ["BaseInfo", "Policy", "StepLayout", "build_heads", "default_tokenizer"]
+
+
+@dataclass(frozen=True)
+class BaseInfo:
+    """Where the base weights come from. ``kind`` "tiny": ``pointer`` is the TinyModelConfig as a
+    dict; "pretrained": a directory or hub id. ``hash``: see backbone.py."""
+
+    kind: str
+    pointer: Any
+    hash: str
+
+
+class StepLayout(Protocol):
+    """How flat steps sit in a padded (B, T) batch (implemented by learner.batch.StepBatch)."""
+
+    steps: Sequence[StepInput]
+    shape: tuple[int, int]
+    flat_index: torch.Tensor  # (N,) position of each step in the flattened (B*T) batch
+    row_first: torch.Tensor  # (B,) index into ``steps`` of each row's first step
+
+
+@functools.cache
+def default_tokenizer_corpus() -> tuple[str, ...]:
+    return tuple(simdroid_corpus("train"))
+
+
+def default_tokenizer(extra_words: Sequence[str] = ()):
+    """The word-level tokenizer of the tiny default policy, built from SimDroid's train split."""
+    return build_word_tokenizer(default_tokenizer_corpus(), extra_words=[*PROMPT_WORDS, *extra_words])
+
+
+def build_heads(config: PolicyConfig, model: nn.Module, tokenizer: Any) -> PolicyHeads:
+    """Fresh heads (and the separate critic's encoder), initialised from ``config.tiny.seed``."""
+    critic_encoder = None
+    if config.critic == "separate":
+        critic_encoder = build_tiny_encoder(config.tiny, tokenizer, seed=config.tiny.seed + 2)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.tiny.seed + 1)
+        return PolicyHeads(
+            model.get_input_embeddings().embedding_dim,
+            match_features=config.match_features and config.mode == "scoring",
+            critic_encoder=critic_encoder,
+        )
+
+
+def _pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+class Policy:
+    def __init__(
+        self,
+        config: PolicyConfig,
+        model: nn.Module,
+        tokenizer: Any,
+        heads: PolicyHeads,
+        base: BaseInfo,
+    ) -> None:
+        self.config = config
+        self.model = model
+        self.tokenizer = tokenizer
+        self.heads = heads
+        self.base = base
+        self.device = _pick_device(config.device)
+        self.model.to(self.device)
+        self.heads.to(self.device)
+        self.generator = torch.Generator().manual_seed(config.seed)
+        self.word_dropout: tuple[float, float] = (0.0, 0.0)  # (entity, other); see with_word_dropout
+        self._max_tokens = getattr(self._hf_config(), "max_position_embeddings", None)
+        self._encode = functools.lru_cache(maxsize=1 << 16)(self._encode_uncached)
+
+    # ----- construction ---------------------------------------------------------------------------
+    @classmethod
+    def create(cls, config: PolicyConfig | None = None, *, tokenizer: Any = None) -> Policy:
+        """A fresh policy: the tiny default (random weights from ``config.tiny.seed``) or a
+        pretrained base (with LoRA when ``config.lora`` is set)."""
+        config = config or PolicyConfig()
+        if config.base is None:
+            tokenizer = tokenizer or default_tokenizer(config.tokenizer_extra_words)
+            model = build_tiny_model(config.tiny, tokenizer)
+            base = BaseInfo("tiny", config.tiny.__dict__.copy(), hash_state_dict(model, repr(len(tokenizer))))
+        else:
+            model, loaded_tokenizer = load_pretrained(config)
+            tokenizer = tokenizer or loaded_tokenizer
+            base = BaseInfo("pretrained", config.base, hash_checkpoint_files(resolve_checkpoint_dir(config.base)))
+            if config.lora is not None:
+                model = apply_lora(model, config.lora)
+        return cls(config, model, tokenizer, build_heads(config, model, tokenizer), base)
+
+    def _hf_config(self):
+        return getattr(self.model, "config", None)
+
+    # ----- parameters -----------------------------------------------------------------------------
+    def actor_parameters(self) -> list[nn.Parameter]:
+        backbone = [p for p in self.model.parameters() if p.requires_grad]
+        return backbone + self.heads.actor_parameters()
+
+    def critic_parameters(self) -> list[nn.Parameter]:
+        return self.heads.critic_parameters()
+
+    def train(self, mode: bool = True) -> Policy:
+        self.model.train(mode)
+        self.heads.train(mode)
+        return self
+
+    def eval(self) -> Policy:
+        return self.train(False)
+
+    @contextlib.contextmanager
+    def with_word_dropout(self, entity: float, other: float = 0.0) -> Iterator[Policy]:
+        """Within the block, training passes of a scoring policy replace words shared by the
+        instruction and the screen with [UNK] with probability ``entity`` (other words with
+        ``other``): a regulariser for supervised training. Never used when acting."""
+        if not (0.0 <= entity <= 1.0 and 0.0 <= other <= 1.0):
+            raise ValueError(f"word dropout probabilities must be in [0, 1], got {entity}, {other}")
+        previous, self.word_dropout = self.word_dropout, (entity, other)
+        try:
+            yield self
+        finally:
+            self.word_dropout = previous
+
+    def state_dict(self) -> dict[str, dict[str, torch.Tensor]]:
+        """Trainable state (backbone or adapter, and heads), e.g. to copy into a collector's policy."""
+        return {"model": self.model.state_dict(), "heads": self.heads.state_dict()}
+
+    def load_state_dict(self, state: dict[str, dict[str, torch.Tensor]]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.heads.load_state_dict(state["heads"])
+
+    # ----- acting and evaluating ------------------------------------------------------------------
+    def _encode_uncached(self, instruction: str, ui_text: str, history: tuple[str, ...]) -> EncodedStep:
+        return encode_scoring_step(
+            self.tokenizer,
+            instruction,
+            ui_text,
+            history,
+            screen_size=self.config.screen_size,
+            max_tokens=self._max_tokens,
+        )
+
+    def encode(self, instruction: str, ui_text: str, history: Sequence[str] = ()) -> EncodedStep:
+        return self._encode(instruction, ui_text, last_actions(history, self.config.history))
+
+    def act(self, observations: Sequence[Observation], *, greedy: bool = False) -> list[ActOutput]:
+        """One action per observation (batched), sampled from π (argmax when ``greedy``)."""
+        if not observations:
+            return []
+        was_training = self.model.training
+        self.eval()
+        try:
+            if self.config.mode == "scoring":
+                return scoring.act_scoring(self, observations, greedy=greedy, generator=self.generator)
+            return generative.act_generative(self, observations, greedy=greedy, generator=self.generator)
+        finally:
+            self.train(was_training)
+
+    def evaluate_steps(self, steps: Sequence[StepInput]) -> dict[str, torch.Tensor]:
+        """Flat (N,) log π, entropy, values, trajectory logits and ``known`` for stored steps."""
+        if self.config.mode == "scoring":
+            return scoring.evaluate_scoring(self, steps)
+        return generative.evaluate_generative(self, steps)
+
+    def evaluate(self, batch: StepLayout) -> EvalOutput:
+        """The learner's pass over a padded batch: log π (B, T), entropy (B, T), values (B, T),
+        trajectory logits (B,), all with gradients, 0 (False for ``known``) at padding."""
+        flat = self.evaluate_steps(batch.steps)
+        rows, cols = batch.shape
+        index = batch.flat_index.to(self.device)
+
+        def scatter(values: torch.Tensor) -> torch.Tensor:
+            out = values.new_zeros(rows * cols)
+            return out.index_put((index,), values).view(rows, cols)
+
+        return EvalOutput(
+            logp=scatter(flat["logp"]),
+            entropy=scatter(flat["entropy"]),
+            values=scatter(flat["values"]),
+            traj_logits=flat["traj_logits"][batch.row_first.to(self.device)],
+            known=scatter(flat["known"]),
+        )

@@ -1,0 +1,149 @@
+"""Prompts: what the model reads, built only from what a stored step row also holds.
+
+Scoring prompt (one sequence per step; every candidate is a segment the model pools and scores)::
+
+    task : <instruction> | did : <previous action> | TextView "Results for 'tent'" |
+    tap TextView "Apex Tent Pro $12.00" | ... | type text "tent" | key BACK | ... | status complete
+
+Static elements appear as context segments; candidates follow in screen order, then the
+non-element candidates, so that with causal attention the keys and swipes see the whole screen.
+Bounds are left out: they cost many tokens and the order already says where things are.
+
+Generative prompt: the instruction, the previous actions and the compact tree without bounds,
+ending in ``action :`` for the model to continue.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from distrl_core.policy.candidates import Candidate, build_candidates, parse_compact_tree
+from distrl_core.policy.tokenizer import match_flags
+
+__all__ = [
+    "PROMPT_WORDS",
+    "EncodedStep",
+    "encode_scoring_step",
+    "generative_prompt",
+    "last_actions",
+    "scoring_segments",
+]
+
+SEPARATOR = " | "
+PROMPT_WORDS = ("task", "did", "action", "|", ":", "at", "%")  # fixed words the tokenizer must know
+_BOUNDS_SUFFIX = re.compile(r" \(-?\d+,-?\d+,-?\d+,-?\d+\)$")
+
+
+@dataclass(frozen=True)
+class EncodedStep:
+    """A tokenized scoring prompt. Spans are [start, end) token positions of each candidate."""
+
+    input_ids: tuple[int, ...]
+    flags: tuple[int, ...]
+    spans: tuple[tuple[int, int], ...]
+    instruction_end: int  # position of the instruction's last token
+    candidates: tuple[Candidate, ...]
+
+    def index_of(self, action_text: str) -> int | None:
+        """Which candidate is ``action_text`` (canonical action text), None if none is."""
+        for i, candidate in enumerate(self.candidates):
+            if candidate.action_text == action_text:
+                return i
+        return None
+
+
+def scoring_segments(
+    instruction: str,
+    ui_text: str,
+    history: Sequence[str],
+    screen_size: tuple[int, int],
+) -> tuple[list[str], list[int | None], list[Candidate]]:
+    """Segment texts in prompt order, and for each segment its candidate number (None = context)."""
+    candidates = build_candidates(instruction, ui_text, screen_size=screen_size)
+    by_line: dict[int, list[int]] = {}
+    loose: list[int] = []
+    for number, candidate in enumerate(candidates):
+        (by_line.setdefault(candidate.line, []) if candidate.line is not None else loose).append(number)
+    segments = [f"task : {instruction}"]
+    owners: list[int | None] = [None]
+    for action in history:
+        segments.append(f"did : {action}")
+        owners.append(None)
+    for line in parse_compact_tree(ui_text):
+        numbers = by_line.get(line.index)
+        if numbers:
+            segments += [candidates[n].text for n in numbers]
+            owners += numbers
+        else:
+            segments.append(line.describe())
+            owners.append(None)
+    segments += [candidates[n].text for n in loose]
+    owners += loose
+    return segments, owners, candidates
+
+
+def encode_scoring_step(
+    tokenizer,
+    instruction: str,
+    ui_text: str,
+    history: Sequence[str] = (),
+    *,
+    screen_size: tuple[int, int] = (1080, 2400),
+    max_tokens: int | None = None,
+) -> EncodedStep:
+    """Tokenize one scoring prompt and locate every candidate's tokens (any fast tokenizer)."""
+    segments, owners, candidates = scoring_segments(instruction, ui_text, history, screen_size)
+    text_parts: list[str] = []
+    char_spans: list[tuple[int, int]] = []
+    position = 0
+    for i, segment in enumerate(segments):
+        if i:
+            text_parts.append(SEPARATOR)
+            position += len(SEPARATOR)
+        char_spans.append((position, position + len(segment)))
+        text_parts.append(segment)
+        position += len(segment)
+    text = "".join(text_parts)
+    encoding = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
+    ids: list[int] = encoding["input_ids"]
+    offsets: list[tuple[int, int]] = [tuple(o) for o in encoding["offset_mapping"]]
+    if max_tokens is not None and len(ids) > max_tokens:
+        raise ValueError(
+            f"the scoring prompt has {len(ids)} tokens, more than the model's {max_tokens}; "
+            "raise TinyModelConfig.max_positions (or use a base with a longer context)"
+        )
+    instruction_chars = char_spans[0][1]
+    flags = match_flags(text, offsets, instruction, instruction_chars)
+    token_spans: list[tuple[int, int]] = [(0, 0)] * len(candidates)
+    instruction_end = 0
+    cursor = 0
+    for (start_char, end_char), owner in zip(char_spans, owners, strict=True):
+        first = cursor
+        while first < len(offsets) and offsets[first][1] <= start_char:
+            first += 1
+        last = first
+        while last < len(offsets) and offsets[last][0] < end_char:
+            last += 1
+        cursor = last
+        if owner is not None:
+            if last <= first:
+                raise ValueError(f"candidate {candidates[owner].text!r} produced no tokens")
+            token_spans[owner] = (first, last)
+        elif start_char == 0:
+            instruction_end = max(last - 1, 0)
+    return EncodedStep(tuple(ids), tuple(flags), tuple(token_spans), instruction_end, tuple(candidates))
+
+
+def last_actions(history: Sequence[str], count: int) -> tuple[str, ...]:
+    """The last ``count`` actions of an episode's history (none when count is 0)."""
+    return tuple(history[-count:]) if count > 0 else ()
+
+
+def generative_prompt(instruction: str, ui_text: str, history: Sequence[str]) -> str:
+    lines = [f"task: {instruction}"]
+    lines += [f"did: {action}" for action in history]
+    lines += [_BOUNDS_SUFFIX.sub("", line) for line in ui_text.splitlines()]
+    lines.append("action:")
+    return "\n".join(lines)

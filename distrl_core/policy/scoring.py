@@ -1,0 +1,152 @@
+"""Candidate scoring: one forward pass per step scores every candidate; π is the softmax over them.
+
+log π and the entropy are exact over the candidate set. A candidate's score comes from the mean and
+the last of its tokens' hidden states, so long candidates are not penalised the way a summed
+token log-likelihood would penalise them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from distrl_core.algos.entropy import candidate_entropy, candidate_log_probs
+from distrl_core.envs.observation import Observation
+from distrl_core.policy.prompt import EncodedStep
+from distrl_core.policy.tokenizer import FLAG_INSTRUCTION_MATCHED, FLAG_MATCH
+from distrl_core.policy.types import ActOutput, StepInput
+
+if TYPE_CHECKING:
+    from distrl_core.policy.model import Policy
+
+__all__ = ["ScoredSteps", "act_scoring", "evaluate_scoring", "score_steps"]
+
+
+@dataclass
+class ScoredSteps:
+    log_probs: torch.Tensor  # (N, K) log π over candidates (-inf at padding)
+    entropy: torch.Tensor  # (N,)
+    values: torch.Tensor  # (N,)
+    traj_logits: torch.Tensor  # (N,)
+    cand_mask: torch.Tensor  # (N, K) bool
+    span_lengths: torch.Tensor  # (N, K) tokens per candidate
+
+
+def _pad(rows: Sequence[Sequence[int]], value: int, device: torch.device) -> torch.Tensor:
+    width = max(len(r) for r in rows)
+    out = torch.full((len(rows), width), value, dtype=torch.long)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+    return out.to(device)
+
+
+def _drop_words(policy: Policy, ids: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
+    """Training-time word dropout: words shared by the instruction and the screen (entities) become
+    [UNK] with probability ``entity``, other words with ``other``, so the model learns to ground by
+    the match flags rather than by memorising which entity goes with which words."""
+    entity, other = policy.word_dropout
+    if not policy.model.training or (entity <= 0 and other <= 0) or policy.tokenizer.unk_token_id is None:
+        return ids
+    shared = (flags == FLAG_MATCH) | (flags == FLAG_INSTRUCTION_MATCHED)
+    probability = torch.where(shared, torch.full_like(ids, 0, dtype=torch.float) + entity, other)
+    drop = torch.rand(ids.shape, device=ids.device) < probability
+    return torch.where(drop, torch.full_like(ids, policy.tokenizer.unk_token_id), ids)
+
+
+def _hidden_states(policy: Policy, ids: torch.Tensor, flags: torch.Tensor, attention: torch.Tensor):
+    embed = policy.model.get_input_embeddings()
+    inputs = embed(_drop_words(policy, ids, flags))
+    if policy.heads.match is not None:
+        inputs = inputs + policy.heads.match(flags).to(inputs.dtype)
+    output = policy.model(
+        inputs_embeds=inputs, attention_mask=attention, output_hidden_states=True, logits_to_keep=1
+    )
+    return output.hidden_states[-1]
+
+
+def score_steps(policy: Policy, encoded: Sequence[EncodedStep]) -> ScoredSteps:
+    """Forward a batch of encoded prompts; gradients flow unless the caller disables them."""
+    device = policy.device
+    ids = _pad([e.input_ids for e in encoded], policy.tokenizer.pad_token_id or 0, device)
+    flags = _pad([e.flags for e in encoded], 0, device)
+    lengths = torch.tensor([len(e.input_ids) for e in encoded], device=device)
+    attention = (torch.arange(ids.shape[1], device=device)[None, :] < lengths[:, None]).long()
+    hidden = _hidden_states(policy, ids, flags, attention).float()  # (N, L, D)
+
+    width = max(len(e.spans) for e in encoded)
+    starts = torch.zeros(len(encoded), width, dtype=torch.long)
+    ends = torch.ones(len(encoded), width, dtype=torch.long)
+    for i, e in enumerate(encoded):
+        if e.spans:
+            spans = torch.tensor(e.spans, dtype=torch.long)
+            starts[i, : len(spans)], ends[i, : len(spans)] = spans[:, 0], spans[:, 1]
+    starts, ends = starts.to(device), ends.to(device)
+    cand_mask = (
+        torch.arange(width, device=device)[None, :]
+        < torch.tensor([len(e.spans) for e in encoded], device=device)[:, None]
+    )
+    scores = policy.heads.candidate_scores(hidden, starts, ends) / policy.config.temperature
+
+    rows = torch.arange(len(encoded), device=device)
+    critic_hidden = policy.heads.critic_states(ids, flags, attention, hidden, policy.config.critic)
+    values = policy.heads.state_value(critic_hidden[rows, lengths - 1])
+    instruction_end = torch.tensor([e.instruction_end for e in encoded], device=device)
+    traj_logits = policy.heads.trajectory_logit(critic_hidden[rows, instruction_end])
+    return ScoredSteps(
+        log_probs=candidate_log_probs(scores, cand_mask),
+        entropy=candidate_entropy(scores, cand_mask),
+        values=values,
+        traj_logits=traj_logits,
+        cand_mask=cand_mask,
+        span_lengths=(ends - starts) * cand_mask,
+    )
+
+
+@torch.no_grad()
+def act_scoring(
+    policy: Policy, observations: Sequence[Observation], *, greedy: bool, generator: torch.Generator
+) -> list[ActOutput]:
+    encoded = [policy.encode(o.instruction, o.ui_text, o.previous_actions) for o in observations]
+    scored = score_steps(policy, encoded)
+    log_probs = scored.log_probs.cpu()
+    if greedy:
+        choices = log_probs.argmax(dim=-1)
+    else:
+        choices = torch.multinomial(log_probs.exp(), 1, generator=generator).squeeze(-1)
+    outputs = []
+    for i, e in enumerate(encoded):
+        k = int(choices[i])
+        candidate = e.candidates[k]
+        outputs.append(
+            ActOutput(
+                raw_text=candidate.action_text,
+                action=candidate.action,
+                logprob=float(log_probs[i, k]),
+                token_count=int(scored.span_lengths[i, k]),
+                entropy=float(scored.entropy[i]),
+                value=float(scored.values[i]),
+                extras={"candidates": len(e.candidates), "choice": k, "candidate_text": candidate.text},
+            )
+        )
+    return outputs
+
+
+def evaluate_scoring(policy: Policy, steps: Sequence[StepInput]) -> dict[str, torch.Tensor]:
+    """Flat (N,) log π of each stored action, entropy, V(s), trajectory logit and ``known``."""
+    encoded = [policy.encode(s.instruction, s.observation_text, s.history) for s in steps]
+    scored = score_steps(policy, encoded)
+    choice = [e.index_of(s.action) for e, s in zip(encoded, steps, strict=True)]
+    known = torch.tensor([c is not None for c in choice], device=policy.device)
+    index = torch.tensor([c or 0 for c in choice], device=policy.device)
+    chosen = scored.log_probs.gather(1, index[:, None]).squeeze(1)
+    logp = torch.where(known, chosen, torch.full_like(chosen, float("-inf")))
+    return {
+        "logp": logp,
+        "entropy": scored.entropy,
+        "values": scored.values,
+        "traj_logits": scored.traj_logits,
+        "known": known,
+    }
