@@ -1,4 +1,5 @@
-"""Run an actor in SimDroid and return step rows in the trajectory schema (plus per-episode facts).
+"""Run an actor in environments (SimDroid, or ADB devices) and return step rows in the trajectory
+schema, plus per-episode facts.
 
 Several environments step in lock-step so that the policy acts on a batch of observations per
 call. Rows are plain dicts with exactly the columns of ``storage.schema.STEP_SCHEMA`` (this module
@@ -25,7 +26,15 @@ from distrl_core.policy.types import ActOutput
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Actor", "EpisodeSummary", "RolloutConfig", "RolloutResult", "run_episodes", "step_row"]
+__all__ = [
+    "Actor",
+    "EpisodeSummary",
+    "RolloutConfig",
+    "RolloutResult",
+    "expert_actor",
+    "run_episodes",
+    "step_row",
+]
 
 
 class Actor(Protocol):
@@ -63,11 +72,16 @@ class RolloutConfig:
 
 @dataclass(frozen=True)
 class EpisodeSummary:
+    """``status``: "ok", or "env_error" when the environment failed (``error`` says how); the
+    rows of a failed episode carry that status, so the learner's replay skips them."""
+
     episode_id: str
     task_id: str
     success: bool
     steps: int
     reward: float
+    status: str = "ok"
+    error: str | None = None
     status: str = "ok"  # "ok", or "env_error" when the environment failed mid-episode
 
 
@@ -98,6 +112,7 @@ def step_row(
     started_at: datetime,
     latency_s: float,
     device_id: str,
+    env_kind: str = "sim",
 ) -> dict[str, Any]:
     """One schema row; ``episode_success``/``episode_status`` are filled when the episode ends."""
     return {
@@ -107,7 +122,7 @@ def step_row(
         "pool": config.pool,
         "collector_id": config.collector_id,
         "device_id": device_id,
-        "env_kind": "sim",
+        "env_kind": env_kind,
         "task_id": task.task_id,
         "task_family": task.family,
         "instruction": observation.instruction,
@@ -129,131 +144,124 @@ def step_row(
     }
 
 
-ActFn = Callable[[list[SimDroidEnv], list[Observation]], list[ActOutput]]
+ActFn = Callable[[list[Any], list[Observation]], list[ActOutput]]
+
+
+def _device_id(env: Any) -> str:
+    device = getattr(env, "device", None)
+    return str(getattr(device, "serial", None) or getattr(env, "serial", None) or "unknown")
+
+
+def _env_kind(env: Any) -> str:
+    return "sim" if isinstance(env, SimDroidEnv) else "adb"
+
+
+@dataclass
+class _Episode:
+    episode_id: str
+    task: Task
+    observation: Observation
+    rows: list[dict[str, Any]] = field(default_factory=list)
 
 
 def run_episodes(
     actor: Actor | ActFn,
     tasks: Sequence[Task | str],
     config: RolloutConfig | None = None,
+    *,
     envs: Sequence[Any] | None = None,
 ) -> RolloutResult:
     """One episode per task (tasks may repeat). ``actor`` is a policy (``act(observations)``) or a
     function ``(envs, observations) -> outputs`` (e.g. the scripted expert, which reads the device).
 
-    ``envs``: environments to use (anything with SimDroidEnv's ``reset``/``step``, e.g. ``AdbEnv``);
-    by default ``parallel_envs`` new SimDroid environments. An environment that raises mid-episode
-    ends that episode as ``env_error`` (its rows are kept, marked, never trained on) and is reset
-    for the next task; one whose reset fails ``max_reset_failures`` times in a row is dropped.
+    ``envs``: environments to use (SimDroidEnv or AdbEnv, kept by the caller across calls, e.g. a
+    collector's emulators); by default ``config.parallel_envs`` fresh SimDroid environments. An
+    environment that raises during reset or step ends that episode with status "env_error" and
+    the rollout goes on with the next task; the actor's own errors propagate.
     """
     config = config or RolloutConfig()
     queue = [get_task(t) if isinstance(t, str) else t for t in tasks]
     rng = random.Random(config.seed)
     if envs is None:
-        envs = [
-            SimDroidEnv(config.env, device=None) for _ in range(min(config.parallel_envs, max(len(queue), 1)))
-        ]
+        envs = [SimDroidEnv(config.env) for _ in range(min(config.parallel_envs, max(len(queue), 1)))]
         for i, env in enumerate(envs):
             env.device.serial = f"sim-{config.collector_id}-{i}"
     envs = list(envs)
-    act: ActFn
     if hasattr(actor, "act"):
-        act = lambda _envs, observations: actor.act(observations, greedy=config.greedy)  # noqa: E731
+        act: ActFn = lambda _envs, observations: actor.act(observations, greedy=config.greedy)  # noqa: E731
     else:
         act = actor  # type: ignore[assignment]
 
     rows: list[dict[str, Any]] = []
     episodes: list[EpisodeSummary] = []
-    active: dict[int, tuple[str, Task, Observation, list[dict[str, Any]]]] = {}
-    reset_failures = [0] * len(envs)
-    next_task = 0
+    active: dict[int, _Episode] = {}
+    pending = iter(queue)
+
+    def finish(slot: int, episode: _Episode, success: bool, error: str | None = None) -> None:
+        status = "ok" if error is None else "env_error"
+        for row in episode.rows:
+            row["episode_success"] = success
+            row["episode_status"] = status
+        if episode.rows:
+            episode.rows[-1]["done"] = True
+        rows.extend(episode.rows)
+        reward = sum(r["reward"] for r in episode.rows)
+        episodes.append(
+            EpisodeSummary(
+                episode.episode_id, episode.task.task_id, success, len(episode.rows), reward, status, error
+            )
+        )
+        active.pop(slot, None)
 
     def start(slot: int) -> None:
-        nonlocal next_task
-        while next_task < len(queue) and reset_failures[slot] < config.max_reset_failures:
-            task = queue[next_task]
-            next_task += 1
+        for task in pending:
             episode_id = uuid.UUID(int=rng.getrandbits(128)).hex
             try:
                 observation = envs[slot].reset(task, seed=rng.getrandbits(31))
-            except Exception as exc:  # a failed reset loses no data: the task is skipped
-                reset_failures[slot] += 1
-                log.warning(
-                    "reset of %s failed (%s); skipping task %s", _device_id(envs[slot]), exc, task.task_id
-                )
+            except Exception as exc:  # a device that cannot reset: record it, try the next task
+                log.warning("reset of %s for %s failed: %s", _device_id(envs[slot]), task.task_id, exc)
+                finish(slot, _Episode(episode_id, task, None), False, f"reset: {type(exc).__name__}: {exc}")  # type: ignore[arg-type]
                 continue
-            reset_failures[slot] = 0
-            active[slot] = (episode_id, task, observation, [])
+            active[slot] = _Episode(episode_id, task, observation)
             return
-
-    def finish(slot: int, episode_rows: list[dict[str, Any]], success: bool, status: str) -> None:
-        episode_id, task = active[slot][0], active[slot][1]
-        for row in episode_rows:
-            row["episode_success"] = success
-            row["episode_status"] = status
-        rows.extend(episode_rows)
-        reward = sum(r["reward"] for r in episode_rows)
-        episodes.append(EpisodeSummary(episode_id, task.task_id, success, len(episode_rows), reward, status))
-        del active[slot]
-        start(slot)
 
     for slot in range(len(envs)):
         start(slot)
     while active:
         slots = sorted(active)
         started_at, started = datetime.now(UTC), time.perf_counter()
-        outputs = act([envs[s] for s in slots], [active[s][2] for s in slots])
+        outputs = act([envs[s] for s in slots], [active[s].observation for s in slots])
         act_latency = (time.perf_counter() - started) / len(slots)
         for slot, output in zip(slots, outputs, strict=True):
-            episode_id, task, observation, episode_rows = active[slot]
-            row_args = {"episode_id": episode_id, "task": task, "observation": observation, "output": output}
+            episode, env = active[slot], envs[slot]
             try:
-                result = envs[slot].step(output.action)
-            except Exception as exc:  # the environment broke: keep the episode, marked, not as data
-                log.warning(
-                    "%s failed mid-episode (%s); episode %s marked env_error",
-                    _device_id(envs[slot]),
-                    exc,
-                    episode_id,
-                )
-                episode_rows.append(
-                    step_row(
-                        config,
-                        **row_args,
-                        reward=0.0,
-                        done=True,
-                        invalid=False,
-                        started_at=started_at,
-                        latency_s=time.perf_counter() - started,
-                        device_id=_device_id(envs[slot]),
-                    )
-                )
-                finish(slot, episode_rows, False, "env_error")
+                result = env.step(output.action)
+            except Exception as exc:
+                log.warning("step on %s failed: %s", _device_id(env), exc)
+                finish(slot, episode, False, f"step: {type(exc).__name__}: {exc}")
+                start(slot)
                 continue
-            episode_rows.append(
+            episode.rows.append(
                 step_row(
                     config,
-                    **row_args,
+                    episode_id=episode.episode_id,
+                    task=episode.task,
+                    observation=episode.observation,
+                    output=output,
                     reward=result.reward,
                     done=result.done,
-                    invalid=bool(result.info["invalid"]),
+                    invalid=bool(result.info.get("invalid", False)),
                     started_at=started_at,
-                    latency_s=act_latency + float(result.info["latency_s"]),
-                    device_id=_device_id(envs[slot]),
+                    latency_s=act_latency + float(result.info.get("latency_s", 0.0)),
+                    device_id=_device_id(env),
+                    env_kind=_env_kind(env),
                 )
             )
+            episode.observation = result.observation
             if result.done:
-                finish(slot, episode_rows, bool(result.info["success"]), "ok")
-            else:
-                active[slot] = (episode_id, task, result.observation, episode_rows)
+                finish(slot, episode, bool(result.info.get("success", False)))
+                start(slot)
     return RolloutResult(rows, episodes)
-
-
-def _device_id(env: Any) -> str:
-    serial = getattr(env, "serial", None)
-    if isinstance(serial, str) and serial:
-        return serial
-    return str(env.device.serial)
 
 
 def expert_actor(noise: float, seed: int) -> ActFn:
@@ -262,7 +270,7 @@ def expert_actor(noise: float, seed: int) -> ActFn:
 
     rng = random.Random(seed)
 
-    def act(envs: list[SimDroidEnv], observations: list[Observation]) -> list[ActOutput]:
+    def act(envs: list[Any], observations: list[Observation]) -> list[ActOutput]:
         outputs = []
         for env in envs:
             assert env.task is not None

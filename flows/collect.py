@@ -21,7 +21,7 @@ from tasks.collector import (
     open_collector,
     poll_policy_version,
 )
-from tasks.mlflow_metrics import log_metrics
+from tasks.mlflow_metrics import log_metrics, with_retries
 from tasks.stop import StopToken, should_stop
 
 
@@ -31,8 +31,11 @@ def collect(params: CollectorParams | None = None, stop_token: str | None = None
     logger = get_run_logger()
     session_id = open_collector(params)
     session = sessions.get(session_id, CollectorSession)
-    run_id = session.registry.start_run(
-        f"collector-{params.pool}-{params.collector_id}", tags={"role": "collector", "pool": params.pool}
+    run_id = with_retries(
+        lambda: session.registry.start_run(
+            f"collector-{params.pool}-{params.collector_id}", tags={"role": "collector", "pool": params.pool}
+        ),
+        "starting the collector's MLflow run",
     )
     deadline = None if params.max_minutes is None else time.monotonic() + 60 * params.max_minutes
     batches = 0
@@ -65,7 +68,9 @@ def collect(params: CollectorParams | None = None, stop_token: str | None = None
         flush_shard(session_id)
     finally:
         close_collector(session_id)
-        session.registry.client.set_terminated(run_id)
+        with_retries(
+            lambda: session.registry.client.set_terminated(run_id), "closing the collector's MLflow run"
+        )
     return {
         "episodes": session.episodes,
         "steps": session.steps,

@@ -60,8 +60,12 @@ class TrainLocalParams(BaseModel):
         description="Emulator-like median step latency of SimDroid (sleeps; frees CPU for the learner).",
     )
     store_uri: str | None = Field(None, description="Trajectory store (default: DISTRL_STORE_URI).")
-    warm_start_updates: int = Field(60, ge=0, description="SFT updates of the warm start (when no version exists).")
-    warm_start_noise: float = Field(0.3, ge=0, le=1, description="Noise of the scripted expert's demonstrations.")
+    warm_start_updates: int = Field(
+        60, ge=0, description="SFT updates of the warm start (when no version exists)."
+    )
+    warm_start_noise: float = Field(
+        0.3, ge=0, le=1, description="Noise of the scripted expert's demonstrations."
+    )
     evaluate: bool = Field(
         True, description="Evaluate the warm start and the final version on the held-out split."
     )

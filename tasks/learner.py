@@ -24,7 +24,7 @@ from storage.replay import Replay, ReplayNotReady
 from storage.replay_config import ReplaySettings
 from storage.store import open_store
 from tasks import sessions
-from tasks.mlflow_metrics import log_metrics
+from tasks.mlflow_metrics import log_metrics, with_retries
 from tasks.policy_io import load_policy, save_policy
 
 log = logging.getLogger(__name__)
@@ -76,8 +76,13 @@ def open_learner(params: LearnerParams, replay_settings: ReplaySettings | None =
     learner = Learner(policy, config, policy_version=latest)
     replay = Replay(open_store(params.store_uri), replay_settings or ReplaySettings())
     replay.set_policy_version(latest)
-    run_id = registry.start_run("learner", tags={"role": "learner", "algorithm": params.algorithm})
-    registry.client.log_batch(run_id, params=_params_for_mlflow(params, config))
+    run_id = with_retries(
+        lambda: registry.start_run("learner", tags={"role": "learner", "algorithm": params.algorithm}),
+        "starting the learner's MLflow run",
+    )
+    with_retries(
+        lambda: registry.client.log_batch(run_id, params=_params_for_mlflow(params, config)), "logging params"
+    )
     session = LearnerSession(params, replay, learner, registry, run_id, latest)
     return sessions.register(session, "learner")
 
@@ -95,7 +100,9 @@ def close_learner(session_id: str) -> None:
     if session is not None:
         session.replay.checkpoint()
         session.replay.close()
-        session.registry.client.set_terminated(session.run_id)
+        with_retries(
+            lambda: session.registry.client.set_terminated(session.run_id), "closing the learner's run"
+        )
 
 
 @task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE)

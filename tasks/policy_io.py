@@ -18,7 +18,6 @@ import torch
 from distrl_core.policy.config import PolicyConfig
 from distrl_core.policy.model import Policy
 
-
 _create_lock = threading.Lock()
 
 

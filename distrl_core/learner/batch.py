@@ -43,10 +43,14 @@ def _columns(rows: Any) -> dict[str, list[Any]]:
     else:
         rows = list(rows)
         keys = set(rows[0]) if rows else set(REQUIRED_COLUMNS)
-        data = {k: [r[k] for r in rows] for k in (*REQUIRED_COLUMNS, "sample_idx", "screenshot_png") if k in keys}
+        data = {
+            k: [r[k] for r in rows] for k in (*REQUIRED_COLUMNS, "sample_idx", "screenshot_png") if k in keys
+        }
     missing = [c for c in REQUIRED_COLUMNS if c not in data]
     if missing:
-        raise ValueError(f"step rows lack column(s) {missing}; pass rows with the trajectory schema's columns")
+        raise ValueError(
+            f"step rows lack column(s) {missing}; pass rows with the trajectory schema's columns"
+        )
     return data
 
 
@@ -137,7 +141,9 @@ class StepBatch:
                 if t > 0:
                     prev = members[t - 1]
                     same = data["action"][i] == data["action"][prev]
-                    grid["rep"][b, t] = float(same and data["observation_text"][i] == data["observation_text"][prev])
+                    grid["rep"][b, t] = float(
+                        same and data["observation_text"][i] == data["observation_text"][prev]
+                    )
                 versions[b, t] = int(data["policy_version"][i])
                 history.append(data["action"][i])
         weights = None if is_weights is None else torch.as_tensor(np.asarray(is_weights, dtype=np.float32))
@@ -162,7 +168,16 @@ class StepBatch:
     def to(self, device: torch.device | str) -> StepBatch:
         moved = {
             name: getattr(self, name).to(device)
-            for name in ("mask", "rewards", "dones", "logp_mu", "invalid", "repeat", "policy_versions", "success")
+            for name in (
+                "mask",
+                "rewards",
+                "dones",
+                "logp_mu",
+                "invalid",
+                "repeat",
+                "policy_versions",
+                "success",
+            )
         }
         weights = None if self.is_weights is None else self.is_weights.to(device)
         return StepBatch(
@@ -206,4 +221,3 @@ class StepBatch:
             episode_ids=[self.episode_ids[b] for b in rows],
             history_complete=self.history_complete,
         )
-

@@ -48,6 +48,12 @@ class LearnerConfig:
     - ``trajectory_critic_coef``: weight of the trajectory critic's BCE in the critic loss.
     - ``normalize_advantages``: centre A-RIDE advantages on their batch mean and divide by their
       batch std (see objectives.py for why).
+    - ``positive_advantages_only``: keep only the positive part of each advantage (after
+      normalising), as DistRL's released trainer does (it clamps its Retrace advantages to [0, 1]
+      and binarises them). Measured here: with signed advantages, the many negative steps of
+      failed episodes (10-step loops that repeat the same state-action pairs) pushed the policy
+      off its correct actions and held-out success collapsed within ~10 rounds, even with a
+      Monte-Carlo baseline; bad actions are still pushed down by the invalid/repeat penalties.
     - ``w1``/``w2``/``w3``/``priority_eps``: DPER priority p = w1·mean|δ| + w2·mean ρ̄ + w3·mean H + ε.
     - ``beta_start``/``beta_end``/``beta_anneal_updates``: IS-weight exponent β schedule.
     - ``max_policy_lag``: steps from policies more than this many versions behind the current one
@@ -56,8 +62,9 @@ class LearnerConfig:
       keeps trajectories in this top fraction of return − V_traj(instruction) (DigiRL: 0.1 over its
       whole buffer; here over each batch). ``awr_threshold``: DigiRL's advantage cut (0.05).
     - ``entity_dropout``/``word_dropout``: word dropout in the update's forward pass (see
-      Policy.with_word_dropout). It keeps RL from unlearning the grounding that generalises, at
-      the price of noisier ratios (π is evaluated on perturbed prompts); 0 disables it.
+      Policy.with_word_dropout; scoring policies only). It keeps RL from unlearning the grounding
+      that generalises to held-out tasks (measured: held-out success ~0.55 vs ~0.48 after 20
+      rounds), at the price of noisier ratios (π is evaluated on perturbed prompts); 0 disables it.
     - ``seed``: seeds torch before each update's randomness-free computation (CPU determinism).
     - ``mixed_precision``: bfloat16 autocast on CUDA (ignored on CPU).
     """
@@ -67,7 +74,7 @@ class LearnerConfig:
     lam: float = 0.95
     rho_max: float = 1.0
     c_max: float = 1.0
-    actor_lr: float = 1e-3
+    actor_lr: float = 3e-4
     critic_lr: float = 1e-3
     weight_decay: float = 0.0
     micro_batch_size: int = 16
@@ -78,7 +85,8 @@ class LearnerConfig:
     repeat_penalty: float = 0.1
     trajectory_critic_coef: float = 1.0
     critic_warmup_updates: int = 20
-    normalize_advantages: bool = False
+    normalize_advantages: bool = True
+    positive_advantages_only: bool = True
     w1: float = 1.0
     w2: float = 0.5
     w3: float = 0.1
@@ -90,8 +98,8 @@ class LearnerConfig:
     digirl_lam: float = 0.5
     curriculum_top_fraction: float = 0.1
     awr_threshold: float = 0.05
-    entity_dropout: float = 0.0
-    word_dropout: float = 0.0
+    entity_dropout: float = 0.5
+    word_dropout: float = 0.1
     seed: int = 0
     mixed_precision: bool = True
 
@@ -102,7 +110,15 @@ class LearnerConfig:
         problems = []
         if self.algorithm not in ALGORITHMS:
             problems.append(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
-        for name in ("gamma", "lam", "digirl_lam", "beta_start", "beta_end", "entity_dropout", "word_dropout"):
+        for name in (
+            "gamma",
+            "lam",
+            "digirl_lam",
+            "beta_start",
+            "beta_end",
+            "entity_dropout",
+            "word_dropout",
+        ):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 problems.append(f"{name} must be in [0, 1], got {value}")
@@ -118,7 +134,9 @@ class LearnerConfig:
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.micro_batch_size < 1 or self.beta_anneal_updates < 0 or self.critic_warmup_updates < 0:
-            problems.append("micro_batch_size must be >= 1; beta_anneal_updates and critic_warmup_updates >= 0")
+            problems.append(
+                "micro_batch_size must be >= 1; beta_anneal_updates and critic_warmup_updates >= 0"
+            )
         if self.max_policy_lag is not None and self.max_policy_lag < 0:
             problems.append(f"max_policy_lag must be None or >= 0, got {self.max_policy_lag}")
         if problems:

@@ -36,14 +36,18 @@ class Learner:
     learning rates) for the actor and the critics.
     """
 
-    def __init__(self, policy: Policy, config: LearnerConfig | None = None, *, policy_version: int = 0) -> None:
+    def __init__(
+        self, policy: Policy, config: LearnerConfig | None = None, *, policy_version: int = 0
+    ) -> None:
         self.policy = policy
         self.config = config or LearnerConfig()
         self.policy_version = policy_version
         self.updates = 0
         torch.manual_seed(self.config.seed)
         cfg = self.config
-        self.actor_optimizer = torch.optim.AdamW(policy.actor_parameters(), lr=cfg.actor_lr, weight_decay=cfg.weight_decay)
+        self.actor_optimizer = torch.optim.AdamW(
+            policy.actor_parameters(), lr=cfg.actor_lr, weight_decay=cfg.weight_decay
+        )
         self.critic_optimizer = torch.optim.AdamW(
             policy.critic_parameters(), lr=cfg.critic_lr, weight_decay=cfg.weight_decay
         )
@@ -55,7 +59,12 @@ class Learner:
     def beta_at(self, updates: int | None = None) -> float:
         """The IS-weight exponent β for sampling the next batch (annealed linearly to beta_end)."""
         cfg = self.config
-        return linear_schedule(cfg.beta_start, cfg.beta_end, cfg.beta_anneal_updates, self.updates if updates is None else updates)
+        return linear_schedule(
+            cfg.beta_start,
+            cfg.beta_end,
+            cfg.beta_anneal_updates,
+            self.updates if updates is None else updates,
+        )
 
     def _as_batch(self, batch: Any, is_weights: Any) -> StepBatch:
         if isinstance(batch, StepBatch):
@@ -68,12 +77,18 @@ class Learner:
         """(B, T) mask of steps the losses use: real, and (by whole row) not too stale."""
         mask = batch.mask.clone()
         if self.config.max_policy_lag is not None:
-            lag = torch.where(batch.mask, self.policy_version - batch.policy_versions, torch.zeros_like(batch.policy_versions))
+            lag = torch.where(
+                batch.mask,
+                self.policy_version - batch.policy_versions,
+                torch.zeros_like(batch.policy_versions),
+            )
             stale_rows = (lag > self.config.max_policy_lag).any(dim=1)
             mask &= ~stale_rows[:, None]
         return mask
 
-    def update(self, batch: Any, is_weights: Sequence[float] | np.ndarray | None = None) -> tuple[dict[str, float], np.ndarray]:
+    def update(
+        self, batch: Any, is_weights: Sequence[float] | np.ndarray | None = None
+    ) -> tuple[dict[str, float], np.ndarray]:
         """One optimisation step on a batch of trajectories.
 
         ``batch``: a StepBatch, a storage SampleBatch (its ``steps`` and ``is_weights``), a pyarrow
@@ -98,7 +113,9 @@ class Learner:
         sums: dict[str, float] = {}
         priorities = torch.zeros(batch.size)
         train_actor = self.updates >= cfg.critic_warmup_updates
-        autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda" and cfg.mixed_precision)
+        autocast = torch.autocast(
+            "cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda" and cfg.mixed_precision
+        )
         for start in range(0, batch.size, cfg.micro_batch_size):
             rows = list(range(start, min(start + cfg.micro_batch_size, batch.size)))
             sub = batch if len(rows) == batch.size else batch.select_rows(rows)
@@ -108,14 +125,20 @@ class Learner:
             objective = compute_objective(out, sub, mask, cfg)
             step_share = float(mask.sum()) / total_steps
             row_share = len(rows) / total_rows
-            actor_term = objective.actor_loss * step_share if train_actor else objective.actor_loss.detach() * 0
+            actor_term = (
+                objective.actor_loss * step_share if train_actor else objective.actor_loss.detach() * 0
+            )
             (actor_term + objective.critic_loss * row_share).backward()
             priorities[rows] = objective.priorities.float().cpu()
-            sums["actor_loss"] = sums.get("actor_loss", 0.0) + float(objective.actor_loss) * step_share
-            sums["critic_loss"] = sums.get("critic_loss", 0.0) + float(objective.critic_loss) * row_share
-            sums["unknown_action_fraction"] = sums.get("unknown_action_fraction", 0.0) + float(
-                (mask & ~out.known).sum()
-            ) / total_steps
+            sums["actor_loss"] = (
+                sums.get("actor_loss", 0.0) + float(objective.actor_loss.detach()) * step_share
+            )
+            sums["critic_loss"] = (
+                sums.get("critic_loss", 0.0) + float(objective.critic_loss.detach()) * row_share
+            )
+            sums["unknown_action_fraction"] = (
+                sums.get("unknown_action_fraction", 0.0) + float((mask & ~out.known).sum()) / total_steps
+            )
             for name, value in objective.stats.items():
                 sums[name] = sums.get(name, 0.0) + float(value) * step_share
         grad_actor = _grad_norm(policy.actor_parameters(), cfg.actor_grad_clip)

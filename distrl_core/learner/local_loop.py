@@ -74,6 +74,8 @@ class LoopConfig:
     - ``rounds``: collect/update rounds. ``episodes_per_round``: environment episodes per round
       (the budget that makes methods comparable). ``updates_per_round``/``batch_size``: learner
       updates per round and trajectories per update. ``min_replay``: episodes before updating.
+    - ``env_step_budget``: stop after the round in which this many environment steps were taken
+      (None: run all ``rounds``); what makes methods comparable at equal experience.
     - ``train_eval_tasks``: also evaluate greedily on this many train tasks per round (0 = skip).
     - ``replay_capacity``/``alpha``: the in-memory replay (α only matters for A-RIDE's priorities).
     - ``env``: the environment (distractor dialogs on at 10%, as SimDroidEnv's default).
@@ -88,6 +90,7 @@ class LoopConfig:
     batch_size: int = 16
     min_replay: int = 16
     train_eval_tasks: int = 0
+    env_step_budget: int | None = None
     replay_capacity: int = 2000
     alpha: float = 0.6
     parallel_envs: int = 16
@@ -112,9 +115,13 @@ class RoundResult:
     metrics: dict[str, float]
 
 
-def evaluate_success(policy, tasks: Sequence[Task], env: SimDroidEnvConfig, *, seed: int = 12345, parallel: int = 16) -> float:
+def evaluate_success(
+    policy, tasks: Sequence[Task], env: SimDroidEnvConfig, *, seed: int = 12345, parallel: int = 16
+) -> float:
     """Greedy success rate over ``tasks`` (one episode each)."""
-    result = run_episodes(policy, tasks, RolloutConfig(env=env, greedy=True, seed=seed, parallel_envs=parallel))
+    result = run_episodes(
+        policy, tasks, RolloutConfig(env=env, greedy=True, seed=seed, parallel_envs=parallel)
+    )
     return result.success_rate
 
 
@@ -130,7 +137,9 @@ def train_rounds(
     rng = np.random.default_rng(config.seed)
     replay = InMemoryReplay(config.replay_capacity, config.alpha, seed=config.seed)
     started = time.perf_counter()
-    train_probe = train_tasks[:: max(1, len(train_tasks) // max(config.train_eval_tasks, 1))][: config.train_eval_tasks]
+    train_probe = train_tasks[:: max(1, len(train_tasks) // max(config.train_eval_tasks, 1))][
+        : config.train_eval_tasks
+    ]
 
     def evaluate() -> tuple[float, float | None]:
         heldout = evaluate_success(policy, test_tasks, config.env, parallel=config.parallel_envs)
@@ -172,4 +181,6 @@ def train_rounds(
         results.append(result)
         if on_round:
             on_round(result)
+        if config.env_step_budget is not None and env_steps >= config.env_step_budget:
+            break
     return results

@@ -75,6 +75,8 @@ def _aride(out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerCo
         mean = masked_mean(advantages, actor_mask)
         std = torch.sqrt(masked_mean((advantages - mean).square(), actor_mask))
         advantages = torch.where(actor_mask, (advantages - mean) / std.clamp(min=1e-6), advantages)
+    if cfg.positive_advantages_only:
+        advantages = advantages.clamp(min=0.0)
     actor = policy_loss(
         out.logp,
         advantages,
@@ -102,14 +104,21 @@ def _aride(out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerCo
         "td_abs_mean": masked_mean(retrace.td_errors.abs(), mask),
         "v_target_mean": masked_mean(retrace.v_targets, mask),
     }
-    return Objective(actor.loss, critic, priorities, {**stats, "critic_step": step_loss, "critic_traj": traj_loss})
+    return Objective(
+        actor.loss, critic, priorities, {**stats, "critic_step": step_loss, "critic_traj": traj_loss}
+    )
 
 
 def _digirl(out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig) -> Objective:
     actor_mask = mask & out.known
     values = out.values.detach()
     advantages = digirl_step_advantages(
-        batch.rewards, values, batch.dones, mask, lam=cfg.digirl_lam, bootstrap_value=_bootstrap(values, batch, mask)
+        batch.rewards,
+        values,
+        batch.dones,
+        mask,
+        lam=cfg.digirl_lam,
+        bootstrap_value=_bootstrap(values, batch, mask),
     )
     returns = (batch.rewards * mask).sum(dim=1)
     keep = curriculum_mask(returns, torch.sigmoid(out.traj_logits.detach()), cfg.curriculum_top_fraction)

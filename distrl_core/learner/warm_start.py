@@ -65,7 +65,9 @@ def collect_demonstrations(
 ) -> RolloutResult:
     """Noisy-expert episodes on the train split (``tasks`` overrides), as schema rows."""
     tasks = list(tasks) if tasks is not None else load_tasks(config.family, "train")
-    env = env or SimDroidEnvConfig(device=SimDroidConfig(distractor_prob=0.1), screenshots=False, ui_xml=False)
+    env = env or SimDroidEnvConfig(
+        device=SimDroidConfig(distractor_prob=0.1), screenshots=False, ui_xml=False
+    )
     rollout = RolloutConfig(env=env, parallel_envs=1, seed=config.seed, policy_name="scripted-expert")
     return run_episodes(expert_actor(config.noise, config.seed), tasks * config.episodes_per_task, rollout)
 

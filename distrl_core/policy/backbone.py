@@ -23,6 +23,7 @@ __all__ = [
     "build_tiny_model",
     "hash_checkpoint_files",
     "hash_state_dict",
+    "load_full_weights",
     "load_pretrained",
     "resolve_checkpoint_dir",
 ]
@@ -126,6 +127,14 @@ def load_pretrained(config: PolicyConfig, pointer: str | Path | None = None) -> 
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(source)
     return model, tokenizer
+
+
+def load_full_weights(config: PolicyConfig, directory: Path) -> nn.Module:
+    """A version's saved full weights (no adapter), with the class the policy was built with."""
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+
+    loader = AutoModelForImageTextToText if config.vision else AutoModelForCausalLM
+    return loader.from_pretrained(directory)
 
 
 def apply_lora(model: nn.Module, settings: LoraSettings) -> nn.Module:

@@ -78,14 +78,15 @@ class PolicyConfig:
     - ``screen_size``: pixel size that compact-tree bounds refer to (slider taps).
     - ``match_features``: add an exact-match embedding (does this word occur in the instruction?)
       to the input embeddings; what lets a small model ground unseen words.
-    - ``critic``: what the critics (state value, trajectory success) read. "separate" (default, as
-      DistRL/DigiRL, whose critics are separate models): a second tiny encoder built from
-      ``tiny`` (seed + 2) over the same prompt, trained only by the critic loss; "shared": the
-      actor backbone's hidden states, the critic loss back-propagating into it; "detached": the
-      actor backbone's hidden states without gradient (cheapest, but its features move under the
-      critic as the actor learns).
+    - ``critic``: what the critics (state value, trajectory success) read. "detached" (default):
+      the actor backbone's hidden states without gradient, MLP heads on top (cheapest; the heads
+      have their own optimiser); "separate" (as DistRL/DigiRL, whose critics are separate
+      models): a second tiny encoder built from ``tiny`` (seed + 2) over the same prompt, trained
+      only by the critic loss (about 1.7x the update time; it did not learn faster here);
+      "shared": the actor's hidden states with the critic loss back-propagating into them.
     - ``max_new_tokens``: generation cap (an untrained model fills it: keep it small).
-    - ``vision``: feed screenshots through the base's AutoProcessor (pretrained VLMs only).
+    - ``vision``: feed screenshots through the base's AutoProcessor (a pretrained vision-language
+      model loaded with AutoModelForImageTextToText; generative mode only).
     - ``device``: "auto" (cuda when available), "cpu" or "cuda[:n]".
     - ``seed``: seed of the action sampler.
     - ``tokenizer_extra_words``: words added to the default tokenizer's vocabulary.
@@ -99,7 +100,7 @@ class PolicyConfig:
     history: int = 0
     screen_size: tuple[int, int] = (1080, 2400)
     match_features: bool = True
-    critic: Literal["separate", "shared", "detached"] = "separate"
+    critic: Literal["separate", "shared", "detached"] = "detached"
     max_new_tokens: int = 24
     vision: bool = False
     device: str = "auto"
@@ -131,6 +132,11 @@ class PolicyConfig:
             raise ValueError(
                 "PolicyConfig.vision needs a pretrained vision-language base (base=<dir or hub id>); "
                 "the tiny default model reads the compact UI text only"
+            )
+        if self.vision and self.mode != "generative":
+            raise ValueError(
+                "PolicyConfig.vision works with mode='generative' (the VLM writes the action); candidate "
+                "scoring reads the compact UI text only"
             )
         if self.lora is not None and self.base is None:
             raise ValueError(

@@ -6,10 +6,16 @@ so the behaviour log-prob is exact). Sampling stops at EOS, at a token containin
 emitted) and the entropy is the true entropy of π summed over those positions. The learner
 re-tokenizes the stored ``raw_output``; it appends EOS when the stored token count says it was
 emitted, so for tokenizers whose decode/encode round-trips, act() and evaluate() agree exactly.
+
+Vision-language bases (``PolicyConfig.vision``) read the screenshot through their AutoProcessor: the
+prompt gets the processor's image placeholder (through its chat template when it has one) and the
+image goes in as ``pixel_values``; the rest is the same.
 """
 
 from __future__ import annotations
 
+import inspect
+import io
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -28,10 +34,15 @@ __all__ = ["act_generative", "evaluate_generative"]
 
 
 def _stop_ids(policy: Policy) -> set[int]:
+    """EOS and every token whose text holds a newline (computed once per policy: a scan of the vocabulary)."""
+    cached = getattr(policy, "_generation_stops", None)
+    if cached is not None:
+        return cached
     tokenizer = policy.tokenizer
     stops = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
     vocab = tokenizer.get_vocab()
     stops |= {i for token, i in vocab.items() if "\n" in tokenizer.convert_tokens_to_string([token])}
+    policy._generation_stops = stops
     return stops
 
 
@@ -41,24 +52,71 @@ def _suppressed(policy: Policy) -> list[int]:
     return sorted({i for i in tokenizer.all_special_ids if i != tokenizer.eos_token_id})
 
 
+def _cache_argument(model) -> str:
+    """Transformers 5 renamed ``past_key_values`` to ``cache`` (argument and output field)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values"
+
+
+def _with_image(processor, text: str) -> str:
+    if getattr(processor, "chat_template", None):
+        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
+        return processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    return f"{processor.image_token} {text}"
+
+
+def _prompt_inputs(
+    policy: Policy, instruction: str, ui_text: str, history: Sequence[str], screenshot: bytes | None
+) -> dict[str, torch.Tensor]:
+    """Model inputs of one prompt (batch of 1): input_ids, plus pixel_values etc. for vision."""
+    text = generative_prompt(instruction, ui_text, last_actions(history, policy.config.history))
+    if policy.processor is None:
+        return {"input_ids": policy.tokenizer(text, return_tensors="pt")["input_ids"]}
+    if screenshot is None:
+        raise ValueError(
+            "this vision policy needs the step's screenshot; run the environment with screenshots on "
+            "(SimDroidEnvConfig(screenshots=True)) and keep screenshot_png in the stored rows"
+        )
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(screenshot)).convert("RGB")
+    encoded = policy.processor(
+        text=[_with_image(policy.processor, text)], images=[image], return_tensors="pt"
+    )
+    return {key: value for key, value in encoded.items() if isinstance(value, torch.Tensor)}
+
+
+def _instruction_end(policy: Policy, ids: list[int], instruction: str, fallback: int) -> int:
+    """Position of the instruction's last token (what the trajectory critic reads), found by
+    searching its tokens in the prompt; ``fallback`` when a tokenizer merges it with its context."""
+    needle = policy.tokenizer(f"task: {instruction}", add_special_tokens=False)["input_ids"]
+    for start in range(len(ids) - len(needle) + 1):
+        if ids[start : start + len(needle)] == needle:
+            return start + len(needle) - 1
+    return fallback
+
+
 @torch.no_grad()
 def act_generative(
     policy: Policy, observations: Sequence[Observation], *, greedy: bool, generator: torch.Generator
 ) -> list[ActOutput]:
     tokenizer, device, temperature = policy.tokenizer, policy.device, policy.config.temperature
     stops, suppressed = _stop_ids(policy), _suppressed(policy)
+    cache_arg = _cache_argument(policy.model)
     outputs = []
     for observation in observations:  # one at a time: no padding, so log-probs match re-scoring
-        history = last_actions(observation.previous_actions, policy.config.history)
-        prompt = generative_prompt(observation.instruction, observation.ui_text, history)
-        ids = tokenizer(prompt, return_tensors="pt")["input_ids"].to(device)
+        inputs = _prompt_inputs(
+            policy,
+            observation.instruction,
+            observation.ui_text,
+            observation.previous_actions,
+            observation.screenshot_png,
+        )
+        model_inputs = {key: value.to(device) for key, value in inputs.items()}
         emitted: list[int] = []
         logprob, entropy = 0.0, 0.0
-        past = None
-        step_input = ids
         for _ in range(policy.config.max_new_tokens):
-            out = policy.model(input_ids=step_input, past_key_values=past, use_cache=True)
-            past = out.past_key_values
+            out = policy.model(**model_inputs, use_cache=True)
             logits = out.logits[0, -1].float() / temperature
             if suppressed:
                 logits[suppressed] = float("-inf")
@@ -68,11 +126,14 @@ def act_generative(
             else:
                 token = int(torch.multinomial(log_p.exp().cpu(), 1, generator=generator))
             logprob += float(log_p[token])
-            entropy += float(token_entropy(logits[None], torch.ones(1)))
+            entropy += float(token_entropy(logits[None], torch.ones(1, device=logits.device)))
             emitted.append(token)
             if token in stops:
                 break
-            step_input = torch.tensor([[token]], device=device)
+            model_inputs = {
+                "input_ids": torch.tensor([[token]], device=device),
+                cache_arg: getattr(out, cache_arg),
+            }
         text = tokenizer.decode(emitted, skip_special_tokens=True)
         outputs.append(
             ActOutput(
@@ -85,16 +146,15 @@ def act_generative(
                 extras={"stopped": bool(emitted and emitted[-1] in stops)},
             )
         )
-    values = _critic(policy, observations)
+    steps = [
+        StepInput(o.instruction, o.ui_text, "", history=o.previous_actions, screenshot_png=o.screenshot_png)
+        for o in observations
+    ]
+    values = evaluate_generative(policy, steps, with_actions=False)["values"].tolist()
     return [
         ActOutput(o.raw_text, o.action, o.logprob, o.token_count, o.entropy, float(v), o.extras)
         for o, v in zip(outputs, values, strict=True)
     ]
-
-
-def _critic(policy: Policy, observations: Sequence[Observation]) -> list[float]:
-    steps = [StepInput(o.instruction, o.ui_text, "", history=o.previous_actions) for o in observations]
-    return evaluate_generative(policy, steps, with_actions=False)["values"].tolist()
 
 
 def evaluate_generative(
@@ -102,17 +162,20 @@ def evaluate_generative(
 ) -> dict[str, torch.Tensor]:
     """Flat (N,) log π of each stored output (sum over its tokens), entropy, V(s), trajectory logit."""
     tokenizer, device = policy.tokenizer, policy.device
-    sequences, prompt_lengths, instruction_ends = [], [], []
+    sequences, prompt_lengths, instruction_ends, extras = [], [], [], []
     for step in steps:
-        history = last_actions(step.history, policy.config.history)
-        prompt_ids = tokenizer(generative_prompt(step.instruction, step.observation_text, history))["input_ids"]
-        instruction_ids = tokenizer(f"task: {step.instruction}")["input_ids"]
+        inputs = _prompt_inputs(
+            policy, step.instruction, step.observation_text, step.history, step.screenshot_png
+        )
+        prompt_ids = inputs.pop("input_ids")[0].tolist()
+        inputs.pop("attention_mask", None)
+        extras.append(inputs)
         action_ids = tokenizer(step.raw_output, add_special_tokens=False)["input_ids"] if with_actions else []
         if with_actions and step.token_count > len(action_ids) and tokenizer.eos_token_id is not None:
             action_ids = [*action_ids, tokenizer.eos_token_id]
         sequences.append(prompt_ids + action_ids)
         prompt_lengths.append(len(prompt_ids))
-        instruction_ends.append(min(len(instruction_ids), len(prompt_ids)) - 1)
+        instruction_ends.append(_instruction_end(policy, prompt_ids, step.instruction, len(prompt_ids) - 1))
     width = max(len(s) for s in sequences)
     ids = torch.full((len(steps), width), tokenizer.pad_token_id or 0, dtype=torch.long)
     attention = torch.zeros_like(ids)
@@ -120,7 +183,8 @@ def evaluate_generative(
         ids[i, : len(seq)] = torch.tensor(seq)
         attention[i, : len(seq)] = 1
     ids, attention = ids.to(device), attention.to(device)
-    out = policy.model(input_ids=ids, attention_mask=attention, output_hidden_states=True)
+    stacked = {key: torch.cat([e[key] for e in extras]).to(device) for key in (extras[0] if extras else {})}
+    out = policy.model(input_ids=ids, attention_mask=attention, output_hidden_states=True, **stacked)
     logits = out.logits[:, :-1].float() / policy.config.temperature  # position t predicts token t+1
     suppressed = _suppressed(policy)
     if suppressed:

@@ -89,8 +89,10 @@ class Policy:
         tokenizer: Any,
         heads: PolicyHeads,
         base: BaseInfo,
+        processor: Any = None,
     ) -> None:
         self.config = config
+        self.processor = processor  # vision-language bases: their AutoProcessor (tokenizer inside)
         self.model = model
         self.tokenizer = tokenizer
         self.heads = heads
@@ -114,11 +116,15 @@ class Policy:
             model = build_tiny_model(config.tiny, tokenizer)
             base = BaseInfo("tiny", config.tiny.__dict__.copy(), hash_state_dict(model, repr(len(tokenizer))))
         else:
-            model, loaded_tokenizer = load_pretrained(config)
-            tokenizer = tokenizer or loaded_tokenizer
-            base = BaseInfo("pretrained", config.base, hash_checkpoint_files(resolve_checkpoint_dir(config.base)))
+            model, loaded = load_pretrained(config)
+            processor = loaded if config.vision else None
+            tokenizer = tokenizer or (processor.tokenizer if processor is not None else loaded)
+            base = BaseInfo(
+                "pretrained", config.base, hash_checkpoint_files(resolve_checkpoint_dir(config.base))
+            )
             if config.lora is not None:
                 model = apply_lora(model, config.lora)
+            return cls(config, model, tokenizer, build_heads(config, model, tokenizer), base, processor)
         return cls(config, model, tokenizer, build_heads(config, model, tokenizer), base)
 
     def _hf_config(self):

@@ -30,7 +30,31 @@ _WORD = re.compile(WORD_PATTERN)
 SPECIAL_TOKENS = {"pad": "[PAD]", "unk": "[UNK]", "bos": "[BOS]", "eos": "[EOS]"}
 # Words too common to say anything when they occur both in the instruction and in a candidate.
 _STOPWORDS = frozenset(
-    "a an the to for of in at and or is it my me i you your can could please that this with".split()
+    [
+        "a",
+        "an",
+        "the",
+        "to",
+        "for",
+        "of",
+        "in",
+        "at",
+        "and",
+        "or",
+        "is",
+        "it",
+        "my",
+        "me",
+        "i",
+        "you",
+        "your",
+        "can",
+        "could",
+        "please",
+        "that",
+        "this",
+        "with",
+    ]
 )
 
 # Flag values: anything else; a word that also occurs in the instruction; an instruction word; an

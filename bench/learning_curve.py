@@ -1,0 +1,192 @@
+"""Learning curves: A-RIDE vs DigiRL (filtered AWR) vs filtered BC, from one warm start, at equal
+environment steps, on a SimDroid family; plus the learner's update time on batch 16.
+
+Each method starts from the same warm-started policy (SFT on noisy scripted-expert demonstrations
+of the train split), then runs rounds of: collect episodes on train tasks with the current policy
+(sampling), add them to an in-memory replay, run learner updates, and evaluate greedily on the
+held-out test split. Everything runs in this process on one CPU thread. Writes JSON and a PNG:
+
+    .venv/bin/python bench/learning_curve.py [--family general] [--env-steps 6000] [--seed 0]
+        [--methods aride digirl filtered_bc] [--out bench/results/learning_curve.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch
+
+from distrl_core.envs.simdroid.tasks import load_tasks
+from distrl_core.learner import (
+    Learner,
+    LearnerConfig,
+    LoopConfig,
+    StepBatch,
+    WarmStartConfig,
+    collect_demonstrations,
+    evaluate_success,
+    supervised_warm_start,
+    train_rounds,
+)
+from distrl_core.policy import Policy, PolicyConfig
+from distrl_core.rollout import RolloutConfig, run_episodes
+
+
+def update_timing(policy: Policy, family: str, repeats: int = 10) -> dict[str, float]:
+    """Seconds per learner update on 16 trajectories and on 16 single steps (median of repeats)."""
+    tasks = load_tasks(family, "train")
+    rows = run_episodes(policy, tasks[:: max(1, len(tasks) // 16)][:16], RolloutConfig(seed=1)).rows
+    by_episode: dict[str, list[dict]] = {}
+    for row in rows:
+        by_episode.setdefault(row["episode_id"], []).append(row)
+    episodes = list(by_episode.values())[:16]
+    steps = [dict(r, episode_id=f"s{i}", step=0, done=True) for i, r in enumerate(rows[:16])]
+    learner = Learner(copy.deepcopy(policy), LearnerConfig(critic_warmup_updates=0))
+    timings = {}
+    for name, batch_rows in (("16_trajectories", [r for e in episodes for r in e]), ("16_steps", steps)):
+        batch = StepBatch.from_rows(batch_rows)
+        learner.update(batch)  # warm the prompt cache and the allocator
+        samples = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            learner.update(batch)
+            samples.append(time.perf_counter() - started)
+        timings[f"update_s_{name}"] = round(sorted(samples)[len(samples) // 2], 4)
+        timings[f"steps_in_{name}"] = batch.num_steps
+    return timings
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--family", default="general", choices=["general", "webshop"])
+    parser.add_argument("--env-steps", type=int, default=6000, help="environment-step budget per method")
+    parser.add_argument("--episodes-per-round", type=int, default=32)
+    parser.add_argument("--updates-per-round", type=int, default=8)
+    parser.add_argument("--warm-start-updates", type=int, default=80)
+    parser.add_argument("--warm-start-noise", type=float, default=0.3)
+    parser.add_argument("--methods", nargs="+", default=["aride", "digirl", "filtered_bc"])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="bench/results/learning_curve.json")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+
+    started = time.perf_counter()
+    policy = Policy.create(PolicyConfig(device="cpu", seed=args.seed))
+    warm = WarmStartConfig(
+        family=args.family, noise=args.warm_start_noise, updates=args.warm_start_updates, seed=args.seed
+    )
+    demos = collect_demonstrations(warm)
+    supervised_warm_start(policy, demos.rows, warm)
+    warm_s = time.perf_counter() - started
+    loop = LoopConfig(
+        family=args.family,
+        rounds=10_000,
+        env_step_budget=args.env_steps,
+        episodes_per_round=args.episodes_per_round,
+        updates_per_round=args.updates_per_round,
+        train_eval_tasks=66,
+        seed=args.seed,
+    )
+    heldout_start = evaluate_success(policy, load_tasks(args.family, "test"), loop.env)
+    print(f"warm start: held-out {heldout_start:.3f} after {warm_s:.0f} s", flush=True)
+
+    results: dict[str, dict] = {}
+    for method in args.methods:
+        learner = Learner(copy.deepcopy(policy), LearnerConfig(algorithm=method, seed=args.seed))
+        method_started = time.perf_counter()
+
+        def report(r, method=method):
+            print(
+                f"{method:12s} round {r.round:3d} env_steps {r.env_steps:6d} held-out {r.heldout_success:.3f}",
+                flush=True,
+            )
+
+        rounds = train_rounds(learner, loop, report)
+        heldout = [r.heldout_success for r in rounds]
+        results[method] = {
+            "rounds": [
+                {
+                    "round": r.round,
+                    "env_steps": r.env_steps,
+                    "episodes": r.episodes,
+                    "heldout_success": round(r.heldout_success, 4),
+                    "train_greedy_success": None
+                    if r.train_greedy_success is None
+                    else round(r.train_greedy_success, 4),
+                    "collected_success": round(r.train_success, 4),
+                    "updates": r.updates,
+                    "seconds": round(r.seconds, 1),
+                }
+                for r in rounds
+            ],
+            "final_heldout": heldout[-1],
+            "best_heldout": max(heldout),
+            "mean_heldout_last_3": round(sum(heldout[-3:]) / len(heldout[-3:]), 4),
+            "wall_s": round(time.perf_counter() - method_started, 1),
+        }
+
+    document = {
+        "benchmark": "learning_curve",
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "torch_threads": 1},
+        "settings": {
+            **vars(args),
+            "policy": PolicyConfig().to_dict(),
+            "learner_defaults": LearnerConfig().to_dict(),
+        },
+        "warm_start": {
+            "heldout_success": heldout_start,
+            "demo_episodes": len(demos.episodes),
+            "seconds": round(warm_s, 1),
+        },
+        "update_timing": update_timing(policy, args.family),
+        "methods": results,
+    }
+    if "aride" in results and "digirl" in results and results["digirl"]["mean_heldout_last_3"] > 0:
+        document["aride_vs_digirl_relative"] = round(
+            results["aride"]["mean_heldout_last_3"] / results["digirl"]["mean_heldout_last_3"] - 1, 4
+        )
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document, indent=2))
+    plot(document, out.with_suffix(".png"))
+    print(json.dumps({k: v for k, v in document.items() if k not in ("methods", "settings")}, indent=2))
+    print(
+        json.dumps({m: {k: v for k, v in r.items() if k != "rounds"} for m, r in results.items()}, indent=2)
+    )
+
+
+def plot(document: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for method, result in document["methods"].items():
+        xs = [r["env_steps"] for r in result["rounds"]]
+        ys = [r["heldout_success"] for r in result["rounds"]]
+        ax.plot(xs, ys, marker="o", markersize=3, label=method)
+    ax.axhline(document["warm_start"]["heldout_success"], color="grey", linestyle=":", label="warm start")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("held-out success (greedy)")
+    ax.set_ylim(0, 1)
+    ax.set_title(f"SimDroid {document['settings']['family']}: held-out success vs experience")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()

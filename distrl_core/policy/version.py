@@ -1,0 +1,128 @@
+"""Policy version directories: everything a collector needs to act like the learner's policy.
+
+Layout::
+
+    <dir>/policy.json     PolicyConfig (how to build and run the policy)
+    <dir>/base.json       the base model's pointer and content hash
+    <dir>/tokenizer/      tokenizer (save_pretrained)
+    <dir>/processor/      the AutoProcessor of a vision-language base
+    <dir>/model/          full weights (tiny default, or a base trained without LoRA)
+    <dir>/adapter/        the LoRA adapter (a pretrained base with LoRA)
+    <dir>/heads.pt        the heads (scores, critics, and the separate critic's encoder)
+
+For a LoRA version the base is loaded from its pointer and must hash to the recorded value: an
+adapter applied to other weights is silently wrong, so a mismatch is an error naming both hashes.
+Tiny versions carry their full weights, and their base (rebuilt from config and seed) is checked
+the same way, which catches a changed model config or initialisation code.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from distrl_core.policy.backbone import (
+    build_tiny_model,
+    hash_checkpoint_files,
+    hash_state_dict,
+    load_full_weights,
+    load_pretrained,
+    resolve_checkpoint_dir,
+)
+from distrl_core.policy.config import PolicyConfig
+from distrl_core.policy.model import BaseInfo, Policy, build_heads
+
+__all__ = ["BaseMismatchError", "load_policy", "save_policy"]
+
+FORMAT_VERSION = 1
+
+
+class BaseMismatchError(ValueError):
+    """The base weights found do not hash to what the version was trained on."""
+
+
+def save_policy(policy: Policy, directory: str | Path) -> Path:
+    """Write the version directory (created if needed; existing files are replaced)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "policy.json").write_text(json.dumps(policy.config.to_dict(), indent=2))
+    base = {
+        "format": FORMAT_VERSION,
+        "kind": policy.base.kind,
+        "pointer": policy.base.pointer,
+        "hash": policy.base.hash,
+    }
+    (directory / "base.json").write_text(json.dumps(base, indent=2))
+    policy.tokenizer.save_pretrained(directory / "tokenizer")
+    if policy.processor is not None:
+        policy.processor.save_pretrained(directory / "processor")
+    if policy.config.lora is not None:
+        policy.model.save_pretrained(directory / "adapter")
+    else:
+        policy.model.save_pretrained(directory / "model")
+    torch.save(policy.heads.state_dict(), directory / "heads.pt")
+    return directory
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: {path.parent} is not a policy version directory")
+    return json.loads(path.read_text())
+
+
+def _check_hash(expected: str, actual: str, what: str, directory: Path, fix: str) -> None:
+    if expected != actual:
+        raise BaseMismatchError(
+            f"policy version {directory} was trained on {what} with base hash {expected}, but the base "
+            f"found now hashes to {actual}. {fix}"
+        )
+
+
+def load_policy(
+    directory: str | Path, *, base_override: str | None = None, device: str | None = None
+) -> Policy:
+    """Load a version directory. ``base_override`` points a LoRA version at another copy of its
+    base (e.g. a local path instead of a hub id); its hash must still match."""
+    from transformers import AutoProcessor, AutoTokenizer
+
+    directory = Path(directory)
+    config = PolicyConfig.from_dict(_read_json(directory / "policy.json"))
+    if device is not None:
+        config.device = device
+    base = _read_json(directory / "base.json")
+    tokenizer = AutoTokenizer.from_pretrained(directory / "tokenizer")
+    processor = AutoProcessor.from_pretrained(directory / "processor") if config.vision else None
+    if processor is not None:
+        tokenizer = processor.tokenizer
+    if base["kind"] == "tiny":
+        fresh = build_tiny_model(config.tiny, tokenizer)
+        actual = hash_state_dict(fresh, repr(len(tokenizer)))
+        _check_hash(
+            base["hash"], actual, f"the tiny model {base['pointer']}", directory,
+            "The tiny model's config or initialisation code changed since it was saved; load it with the "
+            "distrl version that wrote it, or retrain from a fresh warm start.",
+        )  # fmt: skip
+        model = load_full_weights(config, directory / "model")
+    else:
+        pointer = base_override or base["pointer"]
+        if config.lora is None:
+            model = load_full_weights(config, directory / "model")
+            actual = base["hash"]  # full weights are in the version; the base is only provenance
+        else:
+            from peft import PeftModel
+
+            model, _ = load_pretrained(config, pointer)
+            actual = hash_checkpoint_files(resolve_checkpoint_dir(str(pointer)))
+            _check_hash(
+                base["hash"], actual, f"base {base['pointer']!r}", directory,
+                "Point base_override at the exact checkpoint the adapter was trained on "
+                "(same files), or retrain the adapter on this base.",
+            )  # fmt: skip
+            model = PeftModel.from_pretrained(model, directory / "adapter", is_trainable=True)
+    heads = build_heads(config, model, tokenizer)
+    heads.load_state_dict(torch.load(directory / "heads.pt", map_location="cpu", weights_only=True))
+    info = BaseInfo(base["kind"], base["pointer"], base["hash"] if base["kind"] == "tiny" else actual)
+    return Policy(config, model, tokenizer, heads, info, processor)
