@@ -21,6 +21,7 @@ from storage.replay_config import ReplaySettings
 from tasks import sessions
 from tasks.collector import (
     CollectorParams,
+    CollectorSession,
     close_collector,
     collect_episode_batch,
     flush_shard,
@@ -141,6 +142,11 @@ def _run_async(params: TrainLocalParams, learner_params: LearnerParams) -> dict:
     ]
     for thread in threads:
         thread.start()
+    # Starting a flow run takes seconds under load: let every collector open before the clock of
+    # the learner starts, so that a short run still hears from all of them.
+    deadline = time.monotonic() + 120
+    while len(sessions.all_of(CollectorSession)) < params.collectors and time.monotonic() < deadline:
+        time.sleep(0.2)
     try:
         results["learner"] = learn(learner_params, params.replay, stop.id)
     finally:

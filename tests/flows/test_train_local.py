@@ -15,11 +15,11 @@ from tasks.learner import LearnerParams
 def _small_run(**overrides) -> TrainLocalParams:
     base = {
         "collectors": 2,
-        "envs_per_collector": 2,
+        "envs_per_collector": 4,
         "minutes": 3.0,  # a ceiling: the run ends when the learner has done max_updates
         "family": "general",
         "warm_start_updates": 5,
-        "step_latency_s": 0.0,
+        "step_latency_s": 0.02,  # fewer, larger task runs: the test API server is SQLite-backed
         "learner": LearnerParams(updates_per_block=2, publish_every_updates=2, batch_size=4, max_updates=8),
         "replay": ReplaySettings(min_size_steps=20, samples_per_insert=None),
     }
