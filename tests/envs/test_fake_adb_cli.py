@@ -122,8 +122,9 @@ def test_adbutils_helpers_work_against_the_fake(fake_adb: FakeAdbServer) -> None
 
 
 def test_run_fake_adb_serves_until_interrupted(tmp_path: Path) -> None:
-    """`distrl fake-adb` (the blocking run_fake_adb): prints where it listens, stops on Ctrl-C."""
-    command = [sys.executable, "-m", "flows.cli", "fake-adb", "--port", "0", "--devices", "2"]
+    """The blocking entry point behind ``distrl fake-adb``: prints where it listens, stops on Ctrl-C."""
+    script = "from distrl_core.envs.fake_adb import run_fake_adb; run_fake_adb(port=0, devices=2)"
+    command = [sys.executable, "-c", script]
     env = {**os.environ, "HOME": str(tmp_path), "ADBUTILS_ADB_PATH": "/bin/false"}  # token file goes to tmp
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:

@@ -123,3 +123,10 @@ def test_cli_reports_sql_errors_plainly(local_store: Store, capsys) -> None:
     _fill(local_store, 2)
     assert cli(["sql", "SELECT nope FROM episodes", "--store", local_store.uri]) == 1
     assert "nope" in capsys.readouterr().err
+
+
+def test_cli_wires_fake_adb_to_the_server_entry_point() -> None:
+    from flows.cli import _cmd_fake_adb, build_parser
+
+    args = build_parser().parse_args(["fake-adb", "--port", "0", "--devices", "3"])
+    assert args.func is _cmd_fake_adb and (args.port, args.devices, args.host) == (0, 3, "127.0.0.1")
