@@ -70,10 +70,10 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--family", default="general", choices=["general", "webshop"])
-    parser.add_argument("--env-steps", type=int, default=6000, help="environment-step budget per method")
+    parser.add_argument("--env-steps", type=int, default=8000, help="environment-step budget per method")
     parser.add_argument("--episodes-per-round", type=int, default=32)
     parser.add_argument("--updates-per-round", type=int, default=8)
-    parser.add_argument("--warm-start-updates", type=int, default=80)
+    parser.add_argument("--warm-start-updates", type=int, default=40)
     parser.add_argument("--warm-start-noise", type=float, default=0.3)
     parser.add_argument("--methods", nargs="+", default=["aride", "digirl", "filtered_bc"])
     parser.add_argument("--seed", type=int, default=0)

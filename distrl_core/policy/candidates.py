@@ -10,8 +10,8 @@ screenshot, no randomness. :func:`build_candidates` is that function. It offers
   the hour and the minute of a time, or the words after "search for" when nothing is quoted),
 - the keys BACK, HOME and ENTER, the four direction swipes, and ``status(complete)``.
 
-Every candidate carries ``text``: what the model reads. It names the element (class, label, state)
-rather than its index, so the model matches instruction words to labels instead of memorising
+Every candidate carries ``text``: what the model reads. A tap names the element (class, label,
+state; e.g. ``Switch Wi-Fi on``) rather than its index, so the model matches instruction words to labels instead of memorising
 index numbers (STACK.md: index-generating models never learned that on 2 cores).
 """
 
@@ -67,9 +67,10 @@ class ScreenLine:
         return "edit" in self.flags and "focused" in self.flags
 
     def describe(self) -> str:
-        """The element as the model reads it: class, label and state flags, no index or bounds."""
-        shown = [f for f in self.flags if f != "static"]
-        return " ".join([self.class_name, f'"{self.label}"', *shown])
+        """The element as the model reads it: class, label and state flags (``static`` marks a
+        plain label), without index, bounds or quotes: every token counts on a 2-core CPU, and
+        the prompt's segment separators already delimit the label."""
+        return " ".join([self.class_name, self.label, *self.flags]).replace("  ", " ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +145,7 @@ def _slider_taps(line: ScreenLine, percents: list[int], screen_size: tuple[int, 
         y = (y1 + y2) / 2 / height
         if 0.0 <= x <= 1.0 and 0.0 <= y <= 1.0:
             action = Action.tap(point=(x, y))
-            taps.append(Candidate(action, f"tap {line.describe()} at {percent} %", line.index))
+            taps.append(Candidate(action, f"{line.describe()} at {percent} %", line.index))
     return taps
 
 
@@ -162,12 +163,12 @@ def build_candidates(
     for line in lines:
         if line.static or "disabled" in line.flags:
             continue
-        candidates.append(Candidate(Action.tap(line.index), f"tap {line.describe()}", line.index))
+        candidates.append(Candidate(Action.tap(line.index), line.describe(), line.index))
         if line.class_name in _SLIDER_CLASSES:
             candidates += _slider_taps(line, percents, screen_size)
     if any(line.focused_field for line in lines):
         for kind, text in instruction_spans(instruction):
-            candidates.append(Candidate(Action.type_text(text), f'type {kind} "{text}"'))
+            candidates.append(Candidate(Action.type_text(text), f"type {kind} {text}"))
     candidates += [Candidate(Action.press(key), f"key {key}") for key in KEYS]
     candidates += [Candidate(Action.swipe(d), f"swipe {d}") for d in SWIPES]
     candidates.append(Candidate(Action.complete(), "status complete"))

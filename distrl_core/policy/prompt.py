@@ -2,12 +2,13 @@
 
 Scoring prompt (one sequence per step; every candidate is a segment the model pools and scores)::
 
-    task : <instruction> | did : <previous action> | TextView "Results for 'tent'" |
-    tap TextView "Apex Tent Pro $12.00" | ... | type text "tent" | key BACK | ... | status complete
+    task : <instruction> | did : <previous action> | TextView Results for 'tent' static |
+    TextView Apex Tent Pro $12.00 | ... | type text tent | key BACK | ... | status complete
 
-Static elements appear as context segments; candidates follow in screen order, then the
-non-element candidates, so that with causal attention the keys and swipes see the whole screen.
-Bounds are left out: they cost many tokens and the order already says where things are.
+Static elements appear as context segments (marked ``static``); every other element is a tap
+candidate, in screen order, then the non-element candidates, so that with causal attention the
+keys and swipes see the whole screen. Bounds and quotes are left out: they cost many tokens and
+the order and the separators already say where things are and where a label ends.
 
 Generative prompt: the instruction, the previous actions and the compact tree without bounds,
 ending in ``action :`` for the model to continue.
