@@ -1,18 +1,30 @@
 """Learning curves: A-RIDE vs DigiRL (filtered AWR) vs filtered BC, from one warm start, at equal
 environment steps, on a SimDroid family; plus the learner's update time on batch 16.
 
+Methods (``--methods``): ``aride`` (the default LearnerConfig: advantages normalised over the batch
+and clamped to their positive part, a documented deviation from ARCHITECTURE §4), ``aride_pure``
+(the §4 loss as written: signed, unnormalised Retrace advantages), ``aride_norm`` (normalised,
+signed), ``aride_pos`` (unnormalised, positive part only), ``digirl`` and ``filtered_bc``.
+``--learner KEY=VALUE`` overrides a LearnerConfig field for every method (tuning).
+
+``--validation`` tunes without looking at the test split: the first phrasing template of each task
+kind (``*-train-0``) is taken out of the train split, the warm start and RL use the rest, and the
+"held-out" numbers are on those validation tasks.
+
 Each method starts from the same warm-started policy (SFT on noisy scripted-expert demonstrations
 of the train split), then runs rounds of: collect episodes on train tasks with the current policy
 (sampling), add them to an in-memory replay, run learner updates, and evaluate greedily on the
 held-out test split. Everything runs in this process on one CPU thread. Writes JSON and a PNG:
 
     .venv/bin/python bench/learning_curve.py [--family general] [--env-steps 6000] [--seed 0]
-        [--methods aride digirl filtered_bc] [--out bench/results/learning_curve.json]
+        [--methods aride aride_pure aride_norm aride_pos digirl filtered_bc]
+        [--learner actor_lr=1e-3 ...] [--validation] [--out bench/results/learning_curve.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import json
 import os
@@ -25,7 +37,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch
 
-from distrl_core.envs.simdroid.tasks import load_tasks
+from distrl_core.envs.simdroid.tasks import Task, load_tasks
 from distrl_core.learner import (
     Learner,
     LearnerConfig,
@@ -39,6 +51,39 @@ from distrl_core.learner import (
 )
 from distrl_core.policy import Policy, PolicyConfig
 from distrl_core.rollout import RolloutConfig, run_episodes
+
+# name -> (algorithm, LearnerConfig overrides)
+METHODS: dict[str, tuple[str, dict]] = {
+    "aride": ("aride", {}),
+    "aride_pure": ("aride", {"normalize_advantages": False, "positive_advantages_only": False}),
+    "aride_norm": ("aride", {"normalize_advantages": True, "positive_advantages_only": False}),
+    "aride_pos": ("aride", {"normalize_advantages": False, "positive_advantages_only": True}),
+    "digirl": ("digirl", {}),
+    "filtered_bc": ("filtered_bc", {}),
+}
+
+
+def parse_overrides(items: list[str]) -> dict:
+    """``["actor_lr=1e-3", "normalize_advantages=False"]`` -> {"actor_lr": 0.001, ...}."""
+    overrides = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        try:
+            overrides[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            overrides[key] = value
+    return overrides
+
+
+def validation_split(family: str) -> tuple[list[Task], list[Task]]:
+    """(train, validation) from the train split: the ``*-train-0`` phrasing template of each task
+    kind goes to validation, as the test split holds out phrasings (and parameters)."""
+    train, validation = [], []
+    for task in load_tasks(family, "train"):
+        template = str(task.params.get("template", ""))
+        held = template.endswith("-0") if template else hash(task.task_id) % 5 == 0
+        (validation if held else train).append(task)
+    return train, validation
 
 
 def update_timing(policy: Policy, family: str, repeats: int = 10) -> dict[str, float]:
@@ -75,7 +120,16 @@ def main() -> None:
     parser.add_argument("--updates-per-round", type=int, default=8)
     parser.add_argument("--warm-start-updates", type=int, default=40)
     parser.add_argument("--warm-start-noise", type=float, default=0.3)
-    parser.add_argument("--methods", nargs="+", default=["aride", "digirl", "filtered_bc"])
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=["aride", "aride_pure", "aride_norm", "aride_pos", "digirl", "filtered_bc"],
+        choices=sorted(METHODS),
+    )
+    parser.add_argument("--learner", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--validation", action="store_true", help="tune on a validation split of the train tasks"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="bench/results/learning_curve.json")
     args = parser.parse_args()
@@ -86,7 +140,13 @@ def main() -> None:
     warm = WarmStartConfig(
         family=args.family, noise=args.warm_start_noise, updates=args.warm_start_updates, seed=args.seed
     )
-    demos = collect_demonstrations(warm)
+    overrides = parse_overrides(args.learner)
+    train_tasks, test_tasks = (
+        validation_split(args.family)
+        if args.validation
+        else (load_tasks(args.family, "train"), load_tasks(args.family, "test"))
+    )
+    demos = collect_demonstrations(warm, tasks=train_tasks)
     supervised_warm_start(policy, demos.rows, warm)
     warm_s = time.perf_counter() - started
     loop = LoopConfig(
@@ -98,12 +158,14 @@ def main() -> None:
         train_eval_tasks=66,
         seed=args.seed,
     )
-    heldout_start = evaluate_success(policy, load_tasks(args.family, "test"), loop.env)
+    heldout_start = evaluate_success(policy, test_tasks, loop.env)
     print(f"warm start: held-out {heldout_start:.3f} after {warm_s:.0f} s", flush=True)
 
     results: dict[str, dict] = {}
     for method in args.methods:
-        learner = Learner(copy.deepcopy(policy), LearnerConfig(algorithm=method, seed=args.seed))
+        algorithm, method_overrides = METHODS[method]
+        config = LearnerConfig(algorithm=algorithm, seed=args.seed, **{**method_overrides, **overrides})
+        learner = Learner(copy.deepcopy(policy), config)
         method_started = time.perf_counter()
 
         def report(r, method=method):
@@ -112,7 +174,7 @@ def main() -> None:
                 flush=True,
             )
 
-        rounds = train_rounds(learner, loop, report)
+        rounds = train_rounds(learner, loop, report, train_tasks=train_tasks, test_tasks=test_tasks)
         heldout = [r.heldout_success for r in rounds]
         results[method] = {
             "rounds": [
@@ -134,6 +196,7 @@ def main() -> None:
             "best_heldout": max(heldout),
             "mean_heldout_last_3": round(sum(heldout[-3:]) / len(heldout[-3:]), 4),
             "wall_s": round(time.perf_counter() - method_started, 1),
+            "learner_config": {**method_overrides, **overrides},
         }
 
     document = {
@@ -143,6 +206,7 @@ def main() -> None:
             **vars(args),
             "policy": PolicyConfig().to_dict(),
             "learner_defaults": LearnerConfig().to_dict(),
+            "evaluated_on": "validation (train *-train-0 templates)" if args.validation else "test split",
         },
         "warm_start": {
             "heldout_success": heldout_start,
@@ -179,7 +243,7 @@ def plot(document: dict, path: Path) -> None:
         ax.plot(xs, ys, marker="o", markersize=3, label=method)
     ax.axhline(document["warm_start"]["heldout_success"], color="grey", linestyle=":", label="warm start")
     ax.set_xlabel("environment steps")
-    ax.set_ylabel("held-out success (greedy)")
+    ax.set_ylabel(f"success on {document['settings']['evaluated_on']} (greedy)")
     ax.set_ylim(0, 1)
     ax.set_title(f"SimDroid {document['settings']['family']}: held-out success vs experience")
     ax.legend()

@@ -215,7 +215,9 @@ def run_episodes(
 
     def start(slot: int) -> None:
         for task in pending:
-            episode_id = uuid.UUID(int=rng.getrandbits(128)).hex
+            # Seeded for reproducibility, but namespaced by the run: a re-run of a deployment with the
+            # same seed must not produce ids the replay would drop as duplicates.
+            episode_id = uuid.uuid5(uuid.NAMESPACE_OID, f"{config.run_id}/{rng.getrandbits(128):032x}").hex
             try:
                 observation = envs[slot].reset(task, seed=rng.getrandbits(31))
             except Exception as exc:  # a device that cannot reset: record it, try the next task

@@ -63,6 +63,60 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _key_values(pairs: list[str]) -> dict[str, object]:
+    """`KEY=VALUE` options as a mapping; values are JSON when they parse (numbers, null, true), else text."""
+    values: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"error: expected KEY=VALUE, got {pair!r}")
+        try:
+            values[key] = json.loads(text)
+        except json.JSONDecodeError:
+            values[key] = text
+    return values
+
+
+def _cmd_retrain(args: argparse.Namespace) -> int:
+    from flows.embedded import configure_embedded
+
+    configure_embedded(args.home)
+    from pydantic import ValidationError
+
+    from flows.retrain import RetrainParams, retrain
+    from tasks.retrain import RetrainDataError
+
+    try:
+        params = RetrainParams(
+            start_policy=args.policy,
+            recent_days=args.recent_days,
+            as_of=args.as_of,
+            updates=args.updates,
+            algorithm=args.algorithm,
+            learner_config=_key_values(args.learner),
+            replay=_key_values(args.replay),
+            split=args.split,
+            family=args.family,
+            min_improvement=args.min_improvement,
+        )
+    except ValidationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        result = retrain(params)
+    except (LookupError, RetrainDataError) as exc:  # nothing to start from, or too little recent data
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2, default=str))
+    verdict = (
+        "promoted to champion"
+        if result["promoted"]
+        else f"not promoted; champion stays v{result['champion_version']}"
+    )
+    print(f"candidate v{result['candidate_version']} (from v{result['start_version']}): {verdict}")
+    return 0
+
+
 def _cmd_status(args: argparse.Namespace) -> int:
     from flows.embedded import configure_embedded
 
@@ -71,6 +125,68 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
     print(status_report())
     return 0
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    import os
+    import signal
+    import time
+
+    from flows.up import Stack, UpConfig, down
+
+    if args.down:
+        stopped = down(Path(args.dir))
+        print(f"stopped {', '.join(stopped)}" if stopped else f"nothing of `distrl up` runs from {args.dir}")
+        return 0
+    # Prefect writes its profile under PREFECT_HOME when imported: keep this process's in the run folder.
+    os.environ.setdefault("PREFECT_HOME", str(Path(args.dir).resolve() / "prefect"))
+    config = UpConfig(
+        run_dir=Path(args.dir),
+        project_dir=Path(args.project_dir),
+        bucket=args.bucket,
+        ui=not args.no_ui,
+        # Every role shares this machine's cores: one torch thread per flow run is fastest.
+        worker_env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+    )
+    try:
+        stack = Stack(config)
+    except FileNotFoundError as exc:  # no prefect.yaml here
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    # A shell starts background jobs with SIGINT ignored, and Python then leaves it so: restore Ctrl-C.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    print(f"starting Prefect, MLflow and S3 (moto) servers, work pools and workers in {args.dir} ...")
+    detached = False
+    try:
+        try:
+            stack.start()
+        except (RuntimeError, TimeoutError) as exc:  # already running, a server that would not start...
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print(stack.describe())
+        if args.detach:
+            detached = True
+            print(f"\nleft running; stop it with: distrl up --down --dir {args.dir}")
+            return 0
+        print("\nCtrl-C stops everything.")
+        reported: set[str] = set()
+        while True:
+            time.sleep(2)
+            for name, proc in stack.procs.items():
+                if name not in reported and not proc.alive():
+                    reported.add(name)
+                    print(f"warning: {name} exited; see {proc.log_path}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("\nstopping ...")
+        return 0
+    finally:
+        if not detached:
+            stack.stop()
 
 
 def _cmd_fake_adb(args: argparse.Namespace) -> int:
@@ -115,9 +231,56 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--home", default=".distrl", help=home_help)
     evaluate.set_defaults(func=_cmd_evaluate)
 
+    retrain = sub.add_parser(
+        "retrain", help="fine-tune champion on recent shards, evaluate, promote only if better"
+    )
+    retrain.add_argument("--policy", default="champion", help="alias or version to start from")
+    retrain.add_argument(
+        "--recent-days", type=int, default=7, help="shards written in the last N UTC days (date= partitions)"
+    )
+    retrain.add_argument("--as-of", default=None, help="last day of the window, yyyy-mm-dd (default: today)")
+    retrain.add_argument("--updates", type=int, default=200, help="learner updates")
+    retrain.add_argument("--algorithm", choices=["aride", "digirl", "filtered_bc"], default="aride")
+    retrain.add_argument(
+        "--learner",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="LearnerConfig overrides, e.g. actor_lr=1e-4",
+    )
+    retrain.add_argument(
+        "--replay",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="ReplaySettings overrides, e.g. min_size_steps=200",
+    )
+    retrain.add_argument("--split", default="test", help="held-out split of the evaluation")
+    retrain.add_argument("--family", default=None, help="task family evaluated (default: both)")
+    retrain.add_argument(
+        "--min-improvement", type=float, default=0.0, help="success gain over the champion needed to promote"
+    )
+    retrain.add_argument("--home", default=".distrl", help=home_help)
+    retrain.set_defaults(func=_cmd_retrain)
+
     status = sub.add_parser("status", help="policy versions, pools, replay size, last evaluation")
     status.add_argument("--home", default=".distrl", help=home_help)
     status.set_defaults(func=_cmd_status)
+
+    up = sub.add_parser(
+        "up",
+        help="local equivalent of the distributed setup: Prefect, MLflow and S3 (moto) servers, work pools, "
+        "workers, deployments",
+    )
+    up.add_argument(
+        "--dir", default=".distrl/up", help="run folder (logs, databases, env.sh); wiped at start"
+    )
+    up.add_argument("--project-dir", default=".", help="checkout holding prefect.yaml (default: here)")
+    up.add_argument("--bucket", default="distrl", help="S3 bucket of the store and the MLflow artifacts")
+    up.add_argument("--no-ui", action="store_true", help="do not serve the Prefect UI")
+    up.add_argument("--detach", action="store_true", help="leave it running; stop with `distrl up --down`")
+    up.add_argument("--down", action="store_true", help="stop a detached stack (or a killed one's leftovers)")
+    up.set_defaults(func=_cmd_up)
 
     fake = sub.add_parser("fake-adb", help="serve SimDroid devices over the real ADB wire protocol")
     fake.add_argument("--port", type=int, default=5037)

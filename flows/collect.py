@@ -27,6 +27,12 @@ from tasks.stop import StopToken, should_stop
 
 @flow(name="collect")
 def collect(params: CollectorParams | None = None, stop_token: str | None = None) -> dict[str, float]:
+    """Collect episodes with the newest policy until a bound is reached (or the run is cancelled).
+
+    Args:
+        params: the collector: pool, name, environments, the alias it follows, bounds, shard sizes.
+        stop_token: process-local stop signal of an embedded run; leave empty in a deployment.
+    """
     params = params or CollectorParams()
     logger = get_run_logger()
     session_id = open_collector(params)

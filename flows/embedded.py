@@ -23,6 +23,12 @@ def configure_embedded(root: str | Path = ".distrl", *, quiet: bool = False) -> 
         "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
         "HF_HUB_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
+        # The ephemeral API is SQLite-backed: on a loaded 2-core machine it starts slowly and answers
+        # 503 ("database is locked") under bursts of task runs; the client retries 503 with backoff.
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+        "PREFECT_CLIENT_MAX_RETRIES": "20",
+        "PREFECT_SERVER_DATABASE_TIMEOUT": "60",
+        "PREFECT_SERVER_DATABASE_CONNECTION_TIMEOUT": "30",
     }
     if quiet:
         defaults["PREFECT_LOGGING_LEVEL"] = "WARNING"

@@ -1,7 +1,9 @@
 """The `learn` flow: ingest, sample, update, write priorities back, publish every K updates.
 
 It resumes from the newest published version and from the priorities persisted in the store, so
-a crashed learner loses at most the updates since its last publish.
+a crashed learner loses at most the updates since its last publish. On an empty registry (a fresh
+deployment) it first publishes a warm start as version 1, so that the collectors, which wait for a
+version, have something to act with.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import time
 
 from prefect import flow, get_run_logger
 
+from distrl_core.learner.warm_start import WarmStartConfig
+from storage.registry import PolicyRegistry
 from storage.replay_config import ReplaySettings
 from tasks import sessions
 from tasks.learner import (
@@ -23,19 +27,37 @@ from tasks.learner import (
     train_block,
 )
 from tasks.stop import should_stop
+from tasks.warm_start import warm_start_policy
 
 
 @flow(name="learn")
 def learn(
-    params: LearnerParams | None = None, replay: ReplaySettings | None = None, stop_token: str | None = None
+    params: LearnerParams | None = None,
+    replay: ReplaySettings | None = None,
+    stop_token: str | None = None,
+    bootstrap: bool = True,
+    warm_start: WarmStartConfig | None = None,
 ) -> dict[str, float]:
+    """Learn from the shards in the store, publishing a version every K updates, until a bound is reached.
+
+    Args:
+        params: the learner: batch size, updates per block, publish interval, bounds, algorithm.
+        replay: prioritized replay settings; None reads them from `DISTRL_REPLAY_*` variables.
+        stop_token: process-local stop signal of an embedded run; leave empty in a deployment.
+        bootstrap: on an empty registry, publish a warm start as version 1 first (False: fail).
+        warm_start: settings of that warm start; None uses `WarmStartConfig`'s defaults.
+    """
     params = params or LearnerParams()
     logger = get_run_logger()
+    if bootstrap and PolicyRegistry().resolve("latest") is None:
+        version = warm_start_policy(warm_start or WarmStartConfig())
+        logger.info("empty registry: published the warm start as version %d", version)
     session_id = open_learner(params, replay)
     session = sessions.get(session_id, LearnerSession)
     deadline = None if params.max_minutes is None else time.monotonic() + 60 * params.max_minutes
     since_publish = 0
     published = []
+    last_wait_log = 0.0
     try:
         while not should_stop(stop_token, deadline):
             if params.max_updates is not None and session.learner.updates >= params.max_updates:
@@ -48,6 +70,16 @@ def learn(
                 checkpoint_replay(session_id)
                 since_publish = 0
             if metrics.get("waiting"):
+                if time.monotonic() - last_wait_log > 30:  # say why the learner idles, not every loop
+                    last_wait_log = time.monotonic()
+                    logger.info(
+                        "replay not ready (%s): %d steps in %d episodes ingested so far",
+                        "below min_size_steps"
+                        if metrics.get("reason_code") == 1.0
+                        else "sample-to-insert ratio or no eligible trajectory",
+                        session.replay.size_steps,
+                        session.replay.episodes,
+                    )
                 time.sleep(params.idle_sleep_s)
         if since_publish:
             published.append(publish_policy(session_id))

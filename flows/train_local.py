@@ -7,6 +7,7 @@ trains while they wait (DigiRL's multi-machine scheme), for comparison.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -42,6 +43,8 @@ from tasks.progress import ProgressMonitor
 from tasks.stop import StopToken
 from tasks.warm_start import warm_start_policy
 
+log = logging.getLogger(__name__)
+
 
 class TrainLocalParams(BaseModel):
     """Parameters of the embedded run (every field has a demo-sized default)."""
@@ -51,7 +54,10 @@ class TrainLocalParams(BaseModel):
     minutes: float = Field(6.0, gt=0, description="Wall-clock budget of the RL phase.")
     family: str | None = Field("general", description="Task family trained and evaluated (None: both).")
     sync: bool = Field(False, description="DigiRL-style barrier rounds instead of asynchronous collection.")
-    learner: LearnerParams = Field(default_factory=LearnerParams)
+    learner: LearnerParams = Field(
+        default_factory=lambda: LearnerParams(background_ingest=True),
+        description="Learner settings (sync runs always ingest before training: that is the barrier).",
+    )
     replay: ReplaySettings = Field(
         default_factory=lambda: ReplaySettings(min_size_steps=200, samples_per_insert=None)
     )
@@ -59,6 +65,11 @@ class TrainLocalParams(BaseModel):
         0.05,
         ge=0,
         description="Emulator-like median step latency of SimDroid (sleeps; frees CPU for the learner).",
+    )
+    task_latency_sigma: float = Field(
+        0.0,
+        ge=0,
+        description="Per-episode lognormal spread of the step latency (emulator task durations vary ~100x).",
     )
     store_uri: str | None = Field(None, description="Trajectory store (default: DISTRL_STORE_URI).")
     warm_start_updates: int = Field(
@@ -85,6 +96,7 @@ def _collector_params(params: TrainLocalParams, index: int) -> CollectorParams:
         flush_seconds=10,
         seed=params.seed * 1000 + index,
         step_latency_s=params.step_latency_s,
+        task_latency_sigma=params.task_latency_sigma,
     )
 
 
@@ -106,6 +118,7 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
         record_evaluation(baseline)
     learner_params = params.learner.model_copy(
         update={"max_minutes": params.minutes, "store_uri": params.store_uri}
+        | ({"background_ingest": False} if params.sync else {})
     )
     monitor = ProgressMonitor(enabled=show_progress)
     started = time.monotonic()
@@ -130,11 +143,13 @@ def _run_async(params: TrainLocalParams, learner_params: LearnerParams) -> dict:
     results: dict[str, object] = {}
     threads = [
         threading.Thread(
-            target=lambda i=i: results.__setitem__(
-                f"collector_{i}",
-                collect(
-                    _collector_params(params, i).model_copy(update={"max_minutes": params.minutes}), stop.id
-                ),
+            target=_collector_thread,
+            args=(
+                # The stop token ends the collectors with the learner; their own limit is only a
+                # safety net, and must not end them first: the learner's clock starts after the barrier.
+                _collector_params(params, i).model_copy(update={"max_minutes": params.minutes + 5}),
+                stop,
+                results,
             ),
             name=f"collector-{i}",
         )
@@ -142,11 +157,13 @@ def _run_async(params: TrainLocalParams, learner_params: LearnerParams) -> dict:
     ]
     for thread in threads:
         thread.start()
+        time.sleep(0.2)  # a burst of flow-run creations can make a loaded local API answer 503
     # Starting a flow run takes seconds under load: let every collector open before the clock of
     # the learner starts, so that a short run still hears from all of them.
     deadline = time.monotonic() + 120
     while len(sessions.all_of(CollectorSession)) < params.collectors and time.monotonic() < deadline:
         time.sleep(0.2)
+    results["rl_started_at"] = time.time()  # the learner's clock: the same budget as a sync run
     try:
         results["learner"] = learn(learner_params, params.replay, stop.id)
     finally:
@@ -157,33 +174,69 @@ def _run_async(params: TrainLocalParams, learner_params: LearnerParams) -> dict:
     return results
 
 
+def _collector_thread(params: CollectorParams, stop: StopToken, results: dict, attempts: int = 3) -> None:
+    """One collector flow run; started again if it fails while the run goes on (as a worker would)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            # A restart draws new episode ids: the same seed would repeat those already written.
+            run_params = (
+                params if attempt == 1 else params.model_copy(update={"seed": params.seed + 7919 * attempt})
+            )
+            results[f"collector_{params.collector_id}"] = collect(run_params, stop.id)
+            return
+        except Exception as exc:
+            if stop.event.is_set() or attempt == attempts:
+                raise
+            log.warning(
+                "collector %s failed (%s); starting it again (%d/%d)",
+                params.collector_id,
+                exc,
+                attempt,
+                attempts,
+            )
+            time.sleep(2.0 * attempt)
+
+
 def _run_sync(params: TrainLocalParams, learner_params: LearnerParams) -> dict:
     """Barrier rounds: all collectors run a batch, then the learner trains while they wait."""
     collector_ids = [open_collector(_collector_params(params, i)) for i in range(params.collectors)]
+    rl_started_at = time.time()
     learner_id = open_learner(learner_params, params.replay)
     learner = sessions.get(learner_id, LearnerSession)
     deadline = time.monotonic() + 60 * params.minutes
     rounds, waiting_s = 0, 0.0
+
+    def collector_round(cid: str, version: int) -> None:
+        # Each collector loads the new version itself, as the async collectors do.
+        if sessions.get(cid, CollectorSession).version != version:
+            load_policy_version(cid, version)
+        collect_episode_batch(cid)
+        flush_shard(cid)
+
     try:
         while time.monotonic() < deadline:
-            for cid in collector_ids:
-                load_policy_version(cid, learner.version)
             batch_started = time.monotonic()
-            threads = [threading.Thread(target=collect_episode_batch, args=(cid,)) for cid in collector_ids]
+            threads = [
+                threading.Thread(target=collector_round, args=(cid, learner.version)) for cid in collector_ids
+            ]
             for thread in threads:
                 thread.start()
             for thread in threads:
                 thread.join()
-            for cid in collector_ids:
-                flush_shard(cid)
             waiting_s += time.monotonic() - batch_started  # the learner idles during collection
             ingest_shards(learner_id)
             for _ in range(max(1, learner_params.publish_every_updates // learner_params.updates_per_block)):
                 train_block(learner_id)
             publish_policy(learner_id)
             rounds += 1
+        timing = learner.timing()
     finally:
         for cid in collector_ids:
             close_collector(cid)
         close_learner(learner_id)
-    return {"rounds": rounds, "learner_idle_s": waiting_s, "learner": {"updates": learner.learner.updates}}
+    return {
+        "rounds": rounds,
+        "learner_idle_s": waiting_s,
+        "rl_started_at": rl_started_at,
+        "learner": {"updates": learner.learner.updates, **timing},
+    }

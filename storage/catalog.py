@@ -36,11 +36,15 @@ class BadShard:
     path: str
     reason: str
     moved_to: str | None
+    transient: bool = False  # listed but not found when opened: look again at the next scan
 
 
 def list_shards(store: Store) -> list[ShardInfo]:
     """Every complete shard under `trajectories/`, oldest first (temp files are hidden and skipped)."""
     root = store.trajectories
+    # s3fs caches listings: without this a learner that listed a date folder once never sees the
+    # shards written into it later (measured: stuck at 238 of 18,000 steps in a `distrl up` run).
+    store.fs.invalidate_cache()  # the whole cache: a path argument drops only that level, not its folders
     if not store.fs.exists(root):
         return []
     found = store.fs.find(root, detail=True)
@@ -105,7 +109,9 @@ def try_read_shard(
     try:
         return read_shard(store, path, columns), None
     except FileNotFoundError:
-        return None, BadShard(path=path, reason="vanished before it could be read", moved_to=None)
+        return None, BadShard(
+            path=path, reason="vanished before it could be read", moved_to=None, transient=True
+        )
     except (SchemaError, pa.ArrowException, OSError, ValueError) as exc:
         reason = redact(f"{type(exc).__name__}: {exc}")
         return None, quarantine(store, path, reason, mode)

@@ -137,7 +137,8 @@ class Replay:
 
     @property
     def episodes(self) -> int:
-        return int(self.con.execute("SELECT count(*) FROM episodes").fetchall()[0][0])
+        with self._lock:  # a learner's prefetch thread may be sampling on the same connection
+            return int(self.con.execute("SELECT count(*) FROM episodes").fetchall()[0][0])
 
     # ----- ingestion ----------------------------------------------------------------------------
     def ingest(self, max_shards: int | None = None) -> IngestReport:
@@ -146,6 +147,8 @@ class Replay:
         with self._lock:
             for shard in self.catalog.scan()[:max_shards]:
                 table, bad = try_read_shard(self.store, shard.path, mode="move")
+                if bad is not None and bad.transient:
+                    continue  # not marked: the next scan lists it again (or no longer)
                 if bad is not None:
                     self.con.execute(
                         "INSERT OR REPLACE INTO shards (path, status, reason) VALUES (?, 'quarantined', ?)",

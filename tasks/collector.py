@@ -9,6 +9,7 @@ process (see `tasks.sessions`); tasks exchange only ids, version numbers and sma
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -21,13 +22,13 @@ from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
 from distrl_core.envs.simdroid.device import SimDroidConfig
 from distrl_core.envs.simdroid.faults import FaultConfig
 from distrl_core.envs.simdroid.tasks import load_tasks
+from distrl_core.policy import load_policy
 from distrl_core.rollout import RolloutConfig, run_episodes
 from storage.registry import PolicyRegistry
 from storage.schema import steps_to_table
 from storage.shards import ShardWriter, ShardWriterConfig
 from storage.store import open_store
 from tasks import sessions
-from tasks.policy_io import load_policy
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,12 @@ class CollectorParams(BaseModel):
     store_uri: str | None = Field(None, description="Trajectory store (default: DISTRL_STORE_URI).")
     step_latency_s: float = Field(
         0.0, ge=0, description="SimDroid only: median emulator-like step latency (heavy-tailed); 0 = none."
+    )
+    task_latency_sigma: float = Field(
+        0.0,
+        ge=0,
+        description="SimDroid only: each episode scales the step latency by a lognormal factor of this shape "
+        "(emulator task durations vary ~100x; 1.0 spans 100x between the 1st and 99th percentiles); 0 = none.",
     )
     seed: int = Field(0, description="Seeds task sampling and episode randomness.")
 
@@ -107,7 +114,10 @@ def close_collector(session_id: str) -> None:
 def _make_envs(params: CollectorParams, rng: random.Random) -> list:
     """The collector's environments, kept for its lifetime (emulators are slow to set up)."""
     if params.env_kind == "sim":
-        envs = [SimDroidEnv(_env_config(params, rng.getrandbits(31))) for _ in range(params.num_envs)]
+        envs = [
+            _TaskLatencyEnv(_env_config(params, rng.getrandbits(31)), sigma=params.task_latency_sigma)
+            for _ in range(params.num_envs)
+        ]
         for i, env in enumerate(envs):
             env.device.serial = f"sim-{params.collector_id}-{i}"
         return envs
@@ -128,6 +138,23 @@ def _make_envs(params: CollectorParams, rng: random.Random) -> list:
         )
         for serial in params.serials
     ]
+
+
+class _TaskLatencyEnv(SimDroidEnv):
+    """SimDroid whose step latency scale is redrawn per episode: some tasks (heavy apps, slow pages)
+    are much slower than others on a real emulator, on top of the per-step jitter."""
+
+    def __init__(self, config: SimDroidEnvConfig, sigma: float) -> None:
+        super().__init__(config)
+        self._sigma = sigma
+        self._base_scale = self.device.faults.config.latency_scale_s
+        self._latency_rng = random.Random(f"{config.seed}/task-latency")
+
+    def reset(self, task=None, seed=None):
+        if self._sigma > 0 and self._base_scale > 0:
+            factor = math.exp(self._latency_rng.gauss(0.0, self._sigma))
+            self.device.faults.config.latency_scale_s = self._base_scale * factor
+        return super().reset(task, seed)
 
 
 def _env_config(params: CollectorParams, seed: int) -> SimDroidEnvConfig:
@@ -152,7 +179,7 @@ def load_policy_version(session_id: str, version: int) -> int:
     """Fetch a version (cached locally) and swap it in; episodes already running are not touched."""
     session = sessions.get(session_id, CollectorSession)
     fetched = session.registry.fetch(version)
-    session.policy = load_policy(fetched.path)
+    session.policy = load_policy(fetched.path).eval()
     session.version = version
     log.info("collector %s now acts with version %d", session.params.collector_id, version)
     return version

@@ -10,10 +10,10 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from distrl_core.envs.simdroid.tasks import load_tasks
+from distrl_core.policy import load_policy
 from distrl_core.rollout import RolloutConfig, run_episodes
 from storage.registry import CHAMPION, PolicyRegistry
 from tasks.mlflow_metrics import log_metrics
-from tasks.policy_io import load_policy
 
 HELDOUT_TAG = "heldout_success"
 
@@ -39,7 +39,7 @@ def evaluate_version(
 ) -> dict:
     """Greedy rollouts, one per held-out task; success with a 95% interval, per family and per task."""
     registry = PolicyRegistry()
-    policy = load_policy(registry.fetch(version).path)
+    policy = load_policy(registry.fetch(version).path).eval()
     tasks = load_tasks(family, split)
     config = RolloutConfig(
         greedy=True,
@@ -94,8 +94,12 @@ def report_markdown(report: dict, baseline: dict | None = None) -> str:
 
 
 @task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE)
-def record_evaluation(report: dict) -> bool:
-    """Log the evaluation to MLflow and the Prefect UI; move `champion` if it beats the current one."""
+def record_evaluation(report: dict, min_improvement: float = 0.0) -> bool:
+    """Log the evaluation to MLflow and the Prefect UI; move `champion` if it beats the current one.
+
+    It beats it when its success exceeds the champion's recorded success by more than
+    `min_improvement` (0: any gain); a champion never evaluated is always beaten.
+    """
     registry = PolicyRegistry()
     version = report["version"]
     run_id = registry.start_run(
@@ -117,7 +121,7 @@ def record_evaluation(report: dict) -> bool:
     champion_score = None
     if champion is not None:
         champion_score = float(registry.tags(champion).get(HELDOUT_TAG, "-1"))
-    promoted = champion is None or report["success"] > champion_score
+    promoted = champion is None or report["success"] > champion_score + min_improvement
     if promoted:
         registry.set_alias(CHAMPION, version)
     previous = "none" if champion is None else f"v{champion} at {champion_score:.1%}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,13 +20,13 @@ from pydantic import BaseModel, Field
 
 from distrl_core.learner.config import LearnerConfig
 from distrl_core.learner.learner import Learner
+from distrl_core.policy import load_policy, save_policy
 from storage.registry import PolicyRegistry
-from storage.replay import Replay, ReplayNotReady
+from storage.replay import Replay, ReplayNotReady, SampleBatch
 from storage.replay_config import ReplaySettings
 from storage.store import open_store
 from tasks import sessions
 from tasks.mlflow_metrics import log_metrics, with_retries
-from tasks.policy_io import load_policy, save_policy
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,11 @@ class LearnerParams(BaseModel):
         1.0, ge=0, description="Wait when the replay is not ready (too small or ratio)."
     )
     store_uri: str | None = Field(None, description="Trajectory store (default: DISTRL_STORE_URI).")
+    background_ingest: bool = Field(
+        False,
+        description="`ingest_shards` starts a scan in a background thread and returns the last finished "
+        "scan's report, so updates never wait on Parquet reads (the asynchronous learner); False: ingest now.",
+    )
     algorithm: str = Field("aride", description="'aride', 'digirl' or 'filtered_bc'.")
     seed: int = Field(0, description="Seeds the learner.")
 
@@ -56,35 +62,76 @@ class LearnerSession:
     run_id: str
     version: int
     samples_seen: int = 0
-    busy_s: float = 0.0
+    busy_s: float = 0.0  # inside updates: forward, backward, optimiser steps, priority write-back
+    sample_s: float = 0.0  # waiting for a batch from the replay (not counted as busy)
+    ingest_s: float = 0.0  # ingesting while the learner waits (not in the background)
+    background_ingest_s: float = 0.0
+    publish_s: float = 0.0  # publishing versions and checkpointing priorities
     started: float = field(default_factory=time.monotonic)
+    first_update_at: float | None = None  # monotonic; the replay reached its minimum size
+    prefetch: Future | None = None  # the next batch, drawn while the current update runs
+    sampler: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="replay-prefetch")
+    )
+    ingesting: Future | None = None  # the background scan (background_ingest)
+    last_ingest: dict[str, int] = field(default_factory=dict)
+    ingester: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="replay-ingest")
+    )
 
     @property
     def duty_cycle(self) -> float:
+        """Fraction of the learner's wall-clock since it opened spent updating (warm-up included)."""
         return self.busy_s / max(1e-9, time.monotonic() - self.started)
 
+    def timing(self) -> dict[str, float]:
+        """Where the learner's wall-clock went; `steady_duty_cycle` leaves out the replay's warm-up."""
+        now = time.monotonic()
+        first = self.first_update_at if self.first_update_at is not None else now
+        return {
+            "updates": float(self.learner.updates),
+            "wall_s": now - self.started,
+            "busy_s": self.busy_s,
+            "sample_s": self.sample_s,
+            "ingest_s": self.ingest_s,
+            "background_ingest_s": self.background_ingest_s,
+            "publish_s": self.publish_s,
+            "warmup_s": first - self.started,
+            "duty_cycle": self.duty_cycle,
+            "steady_duty_cycle": self.busy_s / max(1e-9, now - first),
+        }
 
-def open_learner(params: LearnerParams, replay_settings: ReplaySettings | None = None) -> str:
-    """Resume from the newest published version (there must be one: warm start publishes version 1)."""
+
+def open_learner(
+    params: LearnerParams,
+    replay_settings: ReplaySettings | None = None,
+    *,
+    start_version: int | None = None,
+    config: LearnerConfig | None = None,
+    role: str = "learner",
+    run_tags: dict[str, str] | None = None,
+) -> str:
+    """Resume from the newest published version (there must be one: warm start publishes version 1),
+    or start from `start_version` (the `retrain` flow starts from `champion`)."""
     registry = PolicyRegistry()
-    latest = registry.resolve("latest")
+    latest = start_version if start_version is not None else registry.resolve("latest")
     if latest is None:
-        raise LookupError("no policy version to resume from: run the warm start first (`distrl warm-start`)")
+        raise LookupError(
+            "no policy version to resume from: publish a warm start first (the `learn` flow does it on an empty registry with bootstrap=True, as does `distrl demo`)"
+        )
     fetched = registry.fetch(latest)
     policy = load_policy(fetched.path)
-    config = LearnerConfig(algorithm=params.algorithm, seed=params.seed)
+    config = config or LearnerConfig(algorithm=params.algorithm, seed=params.seed)
     learner = Learner(policy, config, policy_version=latest)
     replay = Replay(open_store(params.store_uri), replay_settings or ReplaySettings())
     replay.set_policy_version(latest)
-    run_id = with_retries(
-        lambda: registry.start_run("learner", tags={"role": "learner", "algorithm": params.algorithm}),
-        "starting the learner's MLflow run",
-    )
+    tags = {"role": role, "algorithm": config.algorithm, "parent_version": str(latest)} | (run_tags or {})
+    run_id = with_retries(lambda: registry.start_run(role, tags=tags), f"starting the {role}'s MLflow run")
     with_retries(
         lambda: registry.client.log_batch(run_id, params=_params_for_mlflow(params, config)), "logging params"
     )
     session = LearnerSession(params, replay, learner, registry, run_id, latest)
-    return sessions.register(session, "learner")
+    return sessions.register(session, role)
 
 
 def _params_for_mlflow(params: LearnerParams, config: LearnerConfig):
@@ -98,6 +145,8 @@ def _params_for_mlflow(params: LearnerParams, config: LearnerConfig):
 def close_learner(session_id: str) -> None:
     session = sessions.close(session_id)
     if session is not None:
+        session.sampler.shutdown(wait=True, cancel_futures=True)
+        session.ingester.shutdown(wait=True, cancel_futures=True)
         session.replay.checkpoint()
         session.replay.close()
         with_retries(
@@ -107,13 +156,22 @@ def close_learner(session_id: str) -> None:
 
 @task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE)
 def ingest_shards(session_id: str) -> dict[str, int]:
-    """Ingest shards written since the last scan (bad ones are quarantined)."""
+    """Ingest shards written since the last scan (bad ones are quarantined); with `background_ingest`,
+    start a scan unless one is running, and report the last finished one (its error, if it failed)."""
     session = sessions.get(session_id, LearnerSession)
-    report = session.replay.ingest()
-    return report.__dict__ | {
-        "replay_steps": session.replay.size_steps,
-        "replay_episodes": session.replay.episodes,
-    }
+    replay = session.replay
+    if not session.params.background_ingest:
+        report = _ingest(session, background=False)
+        return report | {"replay_steps": replay.size_steps, "replay_episodes": replay.episodes}
+    running = session.ingesting
+    report = session.last_ingest
+    if running is None or running.done():
+        session.ingesting = None
+        if running is not None:
+            report = running.result()  # a failed scan fails this task run (and its retries)
+        session.ingesting = session.ingester.submit(_ingest, session, True)
+    # No episode count here: it would wait for the lock that the running scan holds.
+    return report | {"replay_steps": replay.size_steps}
 
 
 @task(cache_policy=NO_CACHE)
@@ -124,11 +182,16 @@ def train_block(session_id: str) -> dict[str, float]:
     done, metrics = 0, {}
     for _ in range(params.updates_per_block):
         try:
-            batch = replay.sample(params.batch_size, beta=learner.beta_at(), window=params.window)
+            batch = _next_batch(session)
         except ReplayNotReady as exc:
             return {"updates": done, "waiting": 1.0, **metrics} | {
                 "reason_code": 1.0 if "min_size" in exc.reason else 2.0
             }
+        if session.first_update_at is None:
+            session.first_update_at = time.monotonic()
+        # Draw the next batch while this one trains (the replay is thread-safe): the learner does
+        # not wait on DuckDB, at the price of priorities one update stale, as in Ape-X's learner.
+        session.prefetch = session.sampler.submit(_draw, session)
         started = time.perf_counter()
         metrics, priorities = learner.update(batch.steps, batch.is_weights)
         replay.update_priorities(batch.slots, priorities)
@@ -147,10 +210,37 @@ def train_block(session_id: str) -> dict[str, float]:
     return metrics
 
 
+def _ingest(session: LearnerSession, background: bool) -> dict[str, int]:
+    started = time.perf_counter()
+    report = session.replay.ingest().__dict__
+    if background:
+        session.background_ingest_s += time.perf_counter() - started
+    else:
+        session.ingest_s += time.perf_counter() - started
+    session.last_ingest = report
+    return report
+
+
+def _draw(session: LearnerSession) -> SampleBatch:
+    params = session.params
+    return session.replay.sample(params.batch_size, beta=session.learner.beta_at(), window=params.window)
+
+
+def _next_batch(session: LearnerSession) -> SampleBatch:
+    """The prefetched batch, or a fresh draw; the learner's wait for it counts as sampling time."""
+    pending, session.prefetch = session.prefetch, None
+    waiting = time.perf_counter()
+    try:
+        return pending.result() if pending is not None else _draw(session)
+    finally:
+        session.sample_s += time.perf_counter() - waiting
+
+
 @task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE)
 def publish_policy(session_id: str) -> int:
     """Save the current weights as a new registry version and point the learner and replay at it."""
     session = sessions.get(session_id, LearnerSession)
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "policy"
         save_policy(session.learner.policy, path)
@@ -162,11 +252,13 @@ def publish_policy(session_id: str) -> int:
                 "samples_seen": session.samples_seen,
                 "replay_size": session.replay.size_steps,
                 "algorithm": session.params.algorithm,
+                "parent_version": session.version,  # the version these weights were trained from
             },
         )
     session.version = version
     session.learner.policy_version = version
     session.replay.set_policy_version(version)
+    session.publish_s += time.perf_counter() - started
     log.info("published version %d after %d updates", version, session.learner.updates)
     return version
 
@@ -175,4 +267,7 @@ def publish_policy(session_id: str) -> int:
 def checkpoint_replay(session_id: str) -> str:
     """Persist trajectory priorities to the store (a restarted learner resumes them)."""
     session = sessions.get(session_id, LearnerSession)
-    return session.replay.store.url(session.replay.checkpoint())
+    started = time.perf_counter()
+    path = session.replay.checkpoint()
+    session.publish_s += time.perf_counter() - started
+    return session.replay.store.url(path)

@@ -21,6 +21,9 @@ class Sample:
     policy_version: int
     replay_steps: int
     updates: int
+    steps: int = 0
+    # LearnerSession.timing() while the learner is open: its duty cycle before its session closes.
+    learner_timing: dict[str, float] | None = None
 
 
 class ProgressMonitor:
@@ -69,10 +72,12 @@ class ProgressMonitor:
         # Sessions close at the end of a run: never let the totals fall back.
         episodes = max(sum(c.episodes for c in collectors), prev.episodes)
         successes = max(sum(c.successes for c in collectors), prev.successes)
+        steps = max(sum(c.steps for c in collectors), prev.steps)
         self._recent.append((episodes, successes))
         first_e, first_s = self._recent[0]
         rolling = (successes - first_s) / (episodes - first_e) if episodes > first_e else prev.rolling_success
         learner = learners[0] if learners else None
+        timing = learner.timing() if learner else None
         sample = Sample(
             seconds=time.monotonic() - self._started,
             episodes=episodes,
@@ -81,6 +86,8 @@ class ProgressMonitor:
             policy_version=learner.version if learner else prev.policy_version,
             replay_steps=learner.replay.size_steps if learner else prev.replay_steps,
             updates=learner.learner.updates if learner else prev.updates,
+            steps=steps,
+            learner_timing=timing or prev.learner_timing,
         )
         self.history.append(sample)
         if self._progress is not None:

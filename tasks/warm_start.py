@@ -13,10 +13,10 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from distrl_core.learner.warm_start import WarmStartConfig, collect_demonstrations, supervised_warm_start
+from distrl_core.policy import save_policy
 from distrl_core.policy.config import PolicyConfig
 from distrl_core.policy.model import Policy
 from storage.registry import PolicyRegistry
-from tasks.policy_io import save_policy
 
 
 @task(cache_policy=NO_CACHE)

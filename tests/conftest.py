@@ -1,9 +1,64 @@
-"""Suite-wide settings: nothing downloads, nothing reads the developer's own config."""
+"""Suite-wide settings and fixtures: nothing downloads, nothing reads the developer's own config.
+
+The policy fixtures are shared by tests/policy and tests/learner (and anything else that needs a
+real tiny policy or real SimDroid rows); their imports stay inside the fixtures so that collecting
+a storage or env test does not pay for torch and transformers.
+"""
 
 from __future__ import annotations
 
 import os
 
+import pytest
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# One torch thread: on a loaded 2-core machine it trains several times faster than two (STACK.md).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def _rollout_rows(tokenizer, tasks: list[str], *, seed: int, policy_version: int = 0) -> list[dict]:
+    """Step rows of real SimDroid episodes played by a fresh (random-weight) tiny policy."""
+    from distrl_core.envs.sim_env import SimDroidEnvConfig
+    from distrl_core.policy import Policy, PolicyConfig
+    from distrl_core.rollout import RolloutConfig, run_episodes
+
+    policy = Policy.create(PolicyConfig(device="cpu"), tokenizer=tokenizer)
+    env = SimDroidEnvConfig(screenshots=False, ui_xml=False)
+    config = RolloutConfig(env=env, parallel_envs=len(tasks), seed=seed, policy_version=policy_version)
+    return run_episodes(policy, tasks, config).rows
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    """The default word tokenizer, built once per session (a couple of seconds)."""
+    from distrl_core.policy import default_tokenizer
+
+    return default_tokenizer()
+
+
+@pytest.fixture
+def make_policy(tokenizer):
+    """Factory of fresh tiny policies on CPU: ``make_policy(mode="generative", ...)``."""
+    from distrl_core.policy import Policy, PolicyConfig
+
+    def make(**overrides) -> Policy:
+        return Policy.create(PolicyConfig(device="cpu", **overrides), tokenizer=tokenizer)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def episode_rows(tokenizer):
+    """Rows of 8 real episodes (general and webshop, train split) from a fresh policy, version 3."""
+    tasks = [f"general-train-{i:04d}" for i in (0, 31, 62, 93, 124)]
+    tasks += ["webshop-train-0000", "webshop-train-0070", "webshop-train-0120"]
+    return _rollout_rows(tokenizer, tasks, seed=11, policy_version=3)
+
+
+@pytest.fixture(scope="session")
+def sim_rows(tokenizer):
+    """Rows of 4 real episodes, one of them from the held-out split."""
+    tasks = ["general-train-0000", "general-train-0040", "webshop-train-0100", "general-test-0060"]
+    return _rollout_rows(tokenizer, tasks, seed=3)

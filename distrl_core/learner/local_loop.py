@@ -126,12 +126,20 @@ def evaluate_success(
 
 
 def train_rounds(
-    learner: Learner, config: LoopConfig, on_round: Callable[[RoundResult], None] | None = None
+    learner: Learner,
+    config: LoopConfig,
+    on_round: Callable[[RoundResult], None] | None = None,
+    *,
+    train_tasks: Sequence[Task] | None = None,
+    test_tasks: Sequence[Task] | None = None,
 ) -> list[RoundResult]:
-    """Round 0 evaluates the starting policy; each later round collects, updates, evaluates."""
+    """Round 0 evaluates the starting policy; each later round collects, updates, evaluates.
+
+    ``train_tasks``/``test_tasks`` replace the family's train/test splits (e.g. a validation split
+    carved out of the train split, so that tuning never looks at the test split)."""
     policy = learner.policy
-    train_tasks = load_tasks(config.family, "train")
-    test_tasks = load_tasks(config.family, "test")
+    train_tasks = list(train_tasks) if train_tasks is not None else load_tasks(config.family, "train")
+    test_tasks = list(test_tasks) if test_tasks is not None else load_tasks(config.family, "test")
     if config.eval_tasks is not None:
         test_tasks = test_tasks[: config.eval_tasks]
     rng = np.random.default_rng(config.seed)

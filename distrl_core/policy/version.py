@@ -19,6 +19,7 @@ the same way, which catches a changed model config or initialisation code.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,10 @@ from distrl_core.policy.model import BaseInfo, Policy, build_heads
 __all__ = ["BaseMismatchError", "load_policy", "save_policy"]
 
 FORMAT_VERSION = 1
+
+# Building a model seeds torch's global RNG inside fork_rng; two threads doing it at once interleave
+# their draws, so a tiny base would hash differently from the one saved. Collectors load in threads.
+_build_lock = threading.Lock()
 
 
 class BaseMismatchError(ValueError):
@@ -85,14 +90,19 @@ def load_policy(
     directory: str | Path, *, base_override: str | None = None, device: str | None = None
 ) -> Policy:
     """Load a version directory. ``base_override`` points a LoRA version at another copy of its
-    base (e.g. a local path instead of a hub id); its hash must still match."""
-    from transformers import AutoProcessor, AutoTokenizer
-
+    base (e.g. a local path instead of a hub id); its hash must still match. Thread-safe."""
     directory = Path(directory)
     config = PolicyConfig.from_dict(_read_json(directory / "policy.json"))
     if device is not None:
         config.device = device
     base = _read_json(directory / "base.json")
+    with _build_lock:
+        return _build(directory, config, base, base_override)
+
+
+def _build(directory: Path, config: PolicyConfig, base: dict[str, Any], base_override: str | None) -> Policy:
+    from transformers import AutoProcessor, AutoTokenizer
+
     tokenizer = AutoTokenizer.from_pretrained(directory / "tokenizer")
     processor = AutoProcessor.from_pretrained(directory / "processor") if config.vision else None
     if processor is not None:

@@ -126,7 +126,16 @@ def test_run_fake_adb_serves_until_interrupted(tmp_path: Path) -> None:
     script = "from distrl_core.envs.fake_adb import run_fake_adb; run_fake_adb(port=0, devices=2)"
     command = [sys.executable, "-c", script]
     env = {**os.environ, "HOME": str(tmp_path), "ADBUTILS_ADB_PATH": "/bin/false"}  # token file goes to tmp
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    # A test run started in the background by a non-interactive shell inherits SIGINT as ignored, and
+    # Python then installs no Ctrl-C handler: give the child the default disposition back.
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         assert process.stdout is not None
         banner = process.stdout.readline()

@@ -10,9 +10,16 @@ import pytest
 
 @pytest.fixture(scope="session")
 def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    from prefect.settings import PREFECT_CLIENT_MAX_RETRIES, temporary_settings
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=180):
+    # The harness's SQLite API answers 503 ("database is locked") when the machine is loaded and
+    # several flow runs write at once; the client retries 503 with exponential backoff, so give it
+    # more tries than the default 5 before a test fails on an infrastructure hiccup.
+    with (
+        temporary_settings({PREFECT_CLIENT_MAX_RETRIES: 9}),
+        prefect_test_harness(server_startup_timeout=180),
+    ):
         yield
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from distrl_core.policy import save_policy
 from distrl_core.policy.config import PolicyConfig
 from distrl_core.policy.model import Policy
 from storage.catalog import list_shards, read_shard
@@ -20,7 +21,6 @@ from tasks.collector import (
     load_policy_version,
     open_collector,
 )
-from tasks.policy_io import save_policy
 
 
 def _publish_untrained_policy() -> int:

@@ -79,3 +79,16 @@ def test_caller_environments_are_reused_and_recorded():
     assert result.success_rate == 1.0
     assert {r["device_id"] for r in result.rows} == {"emulator-5556"}
     assert {r["env_kind"] for r in result.rows} == {"sim"}
+
+
+def test_episode_ids_are_reproducible_within_a_run_and_distinct_across_runs():
+    env = SimDroidEnvConfig(screenshots=False, ui_xml=False)
+    tasks = ["general-train-0000", "general-train-0007"]
+
+    def ids(run_id: str) -> set[str]:
+        config = RolloutConfig(env=env, parallel_envs=2, seed=5, run_id=run_id)
+        return {row["episode_id"] for row in run_episodes(expert_actor(0.0, seed=0), tasks, config).rows}
+
+    assert ids("collector-a") == ids("collector-a")
+    # A re-run of a deployment reuses its seed; the replay would drop its episodes as duplicates.
+    assert not ids("collector-a") & ids("collector-b")

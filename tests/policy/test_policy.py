@@ -46,6 +46,25 @@ def test_behaviour_log_probs_equal_the_learners(make_policy, sim_rows):
     assert not torch.allclose(other.evaluate(batch).logp[batch.mask].detach(), stored, atol=1e-3)
 
 
+def test_length_buckets_score_like_one_padded_forward(make_policy, episode_rows, monkeypatch):
+    from distrl_core.policy import scoring
+
+    policy = make_policy()
+    policy.eval()
+    batch = StepBatch.from_rows(episode_rows)
+    assert int(batch.mask.sum()) > 8
+    with torch.no_grad():
+        monkeypatch.setattr(scoring, "LENGTH_BUCKET", 10**6)
+        whole = policy.evaluate(batch)
+        monkeypatch.setattr(scoring, "LENGTH_BUCKET", 3)  # several buckets of unequal lengths
+        bucketed = policy.evaluate(batch)
+    mask = batch.mask
+    for name in ("logp", "entropy", "values"):
+        assert torch.allclose(getattr(whole, name)[mask], getattr(bucketed, name)[mask], atol=1e-5), name
+    assert torch.allclose(whole.traj_logits, bucketed.traj_logits, atol=1e-5)
+    assert torch.equal(whole.known, bucketed.known)
+
+
 def test_generative_mode_log_probs_agree(make_policy):
     policy = make_policy(mode="generative", max_new_tokens=6)
     observations = _observations(3)

@@ -3,6 +3,7 @@ from __future__ import annotations
 import io
 import logging
 
+import boto3
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -82,6 +83,27 @@ def test_scan_is_incremental(local_store: Store) -> None:
     assert (first.shards, second.shards) == (2, 1)
     assert (first.episodes, second.episodes) == (4, 2)
     assert replay.episodes == 6
+    replay.close()
+
+
+def test_a_shard_written_by_another_process_into_a_listed_folder_is_ingested(
+    s3_store: Store, aws_env: str
+) -> None:
+    """s3fs caches listings: a learner must still see shards that other machines add to a folder
+    it has listed before (a collector's shards of one day all land in one date folder)."""
+    replay = Replay(s3_store, ReplaySettings(min_size_steps=1))
+    _write_good(s3_store, 2, seed=1)
+    assert replay.ingest().episodes == 2
+    folder = list_shards(s3_store)[0].path.rsplit("/", 1)[0]
+    shard = io.BytesIO()
+    pq.write_table(synthetic_episode(np.random.default_rng(7)), shard)
+    bucket, _, prefix = folder.partition("/")
+    # Another machine's PUT: a separate client, so this process's s3fs cache knows nothing of it.
+    boto3.client("s3", endpoint_url=aws_env, region_name="us-east-1").put_object(
+        Bucket=bucket, Key=f"{prefix}/other-000000-f.parquet", Body=shard.getvalue()
+    )
+    assert replay.ingest().episodes == 1
+    assert replay.episodes == 3
     replay.close()
 
 

@@ -1,0 +1,380 @@
+"""`distrl up`: the distributed setup on one machine, on loopback, for trying it (and for testing it).
+
+`Stack` starts, each as a subprocess in its own process group on a free loopback port:
+- a moto S3 server with a bucket: the trajectory store (`s3://<bucket>/store`);
+- an MLflow tracking server (SQLite backend) that proxies artifacts into the same bucket
+  (`s3://<bucket>/mlflow`), so clients need only its URL, as with a real team server;
+- a Prefect server (its own PREFECT_HOME under the run folder);
+then creates the process work pools named in prefect.yaml, runs `prefect --no-prompt deploy --all`
+and starts one process worker per pool with the variables a machine of that role needs. `stop()`
+ends every process it started, their flow runs included. The integration test uses the same class.
+
+S3 keys are moto's dummy ones; they go to the children's environment and to `env.sh` (mode 600),
+never to the terminal or the logs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, Field
+
+from flows import processes
+from flows.processes import Managed, ProcessExited
+
+HOST = "127.0.0.1"
+STATE_FILE = "state.json"
+_HEALTH = {"s3": "/moto-api/", "mlflow": "/health", "prefect": "/api/health"}
+_DUMMY_S3_KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+
+
+class UpConfig(BaseModel):
+    """What `distrl up` starts and where it keeps its files."""
+
+    run_dir: Path = Field(
+        Path(".distrl/up"), description="Logs, databases, env.sh and state; wiped at start."
+    )
+    project_dir: Path = Field(
+        Path("."), description="Checkout with prefect.yaml and flows/ (DISTRL_PROJECT_DIR of the workers)."
+    )
+    bucket: str = Field("distrl", description="S3 bucket of the store and the MLflow artifacts.")
+    ui: bool = Field(True, description="Serve the Prefect UI (the test turns it off: faster start).")
+    deploy: bool = Field(True, description="Run `prefect deploy --all` from project_dir.")
+    workers: bool = Field(True, description="Start one process worker per work pool of prefect.yaml.")
+    worker_query_seconds: float = Field(5.0, gt=0, description="How often workers poll for scheduled runs.")
+    startup_timeout_s: float = Field(
+        240.0, gt=0, description="Limit for each server, the deploy and workers."
+    )
+    worker_env: dict[str, str] = Field(
+        default_factory=dict, description="Extra variables for every worker and its flow runs."
+    )
+
+
+def read_deployments(project_dir: Path) -> list[dict]:
+    """The deployments of prefect.yaml (anchors resolved), as Prefect reads them."""
+    path = Path(project_dir) / "prefect.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: run from the repository root or pass --project-dir")
+    return yaml.safe_load(path.read_text())["deployments"]
+
+
+def work_pools(project_dir: Path) -> list[str]:
+    pools = [d["work_pool"]["name"] for d in read_deployments(project_dir)]
+    return list(dict.fromkeys(pools))
+
+
+class Stack:
+    """Start with `start()` or `with Stack(config) as stack:`; everything stops on exit."""
+
+    def __init__(self, config: UpConfig | None = None) -> None:
+        self.config = config or UpConfig()
+        self.run_dir = self.config.run_dir.resolve()
+        self.project_dir = self.config.project_dir.resolve()
+        self.pools = work_pools(self.project_dir)
+        self.procs: dict[str, Managed] = {}
+        self.ports: dict[str, int] = {}
+        self.timings: dict[str, float] = {}
+        self._owns_run_dir = False  # set once this stack has claimed run_dir (another may own it)
+
+    # ----- addresses and environment --------------------------------------------------------------
+    def url(self, name: str) -> str:
+        return f"http://{HOST}:{self.ports[name]}"
+
+    @property
+    def prefect_api_url(self) -> str:
+        return self.url("prefect") + "/api"
+
+    @property
+    def store_uri(self) -> str:
+        return f"s3://{self.config.bucket}/store"
+
+    def client_env(self) -> dict[str, str]:
+        """The variables any machine of this setup needs (a worker, the CLI, `distrl sql`)."""
+        return {
+            "PREFECT_API_URL": self.prefect_api_url,
+            "DISTRL_STORE_URI": self.store_uri,
+            "DISTRL_S3_ENDPOINT_URL": self.url("s3"),
+            "DISTRL_MLFLOW_TRACKING_URI": self.url("mlflow"),
+            "DISTRL_MLFLOW_CACHE_DIR": str(self.run_dir / "policy-cache"),
+            "DISTRL_PROJECT_DIR": str(self.project_dir),
+            "AWS_DEFAULT_REGION": "us-east-1",
+            **_DUMMY_S3_KEYS,
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+        }
+
+    def _env(self, *, server: bool = False, **extra: str) -> dict[str, str]:
+        base = {
+            "PREFECT_HOME": str(self.run_dir / "prefect"),
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "DO_NOT_TRACK": "1",
+            "PYTHONUNBUFFERED": "1",
+            # One SQLite-backed server for every role: under bursts of task runs it answers 503 for
+            # a while; workers and flow runs retry 503 with exponential backoff (2, 4, ... 256 s).
+            "PREFECT_CLIENT_MAX_RETRIES": "8",
+        }
+        ours = {"AWS_DEFAULT_REGION": "us-east-1", **_DUMMY_S3_KEYS} if server else self.client_env()
+        return dict(os.environ) | base | ours | extra
+
+    @contextlib.contextmanager
+    def api(self) -> Iterator:
+        """A synchronous Prefect client of this stack's server."""
+        from prefect.client.orchestration import get_client
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        with temporary_settings({PREFECT_API_URL: self.prefect_api_url}), get_client(sync_client=True) as c:
+            yield c
+
+    # ----- start ----------------------------------------------------------------------------------
+    def __enter__(self) -> Stack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> Stack:
+        """Servers start together; the deploy and the workers start once Prefect answers, while
+        MLflow may still be starting (on a busy machine each server takes tens of seconds)."""
+        started = time.monotonic()
+        self._prepare_run_dir()
+        try:
+            for name in ("s3", "mlflow", "prefect"):
+                self._launch(name)
+            self._await_server("s3", started)
+            self._create_bucket()
+            self._await_server("prefect", started)
+            self._create_pools()
+            deploy = self._start_deploy() if self.config.deploy else None
+            if self.config.workers:
+                self._start_workers()
+            self._await_server("mlflow", started)
+            if deploy is not None:
+                self._finish_deploy(deploy, started)
+            if self.config.workers:
+                self._await_workers(started)
+            self._write_env_file()
+        except BaseException:
+            self.stop()
+            raise
+        self.timings["total_s"] = time.monotonic() - started
+        return self
+
+    def _prepare_run_dir(self) -> None:
+        state = self.run_dir / STATE_FILE
+        if state.exists():
+            if down(self.run_dir, dry_run=True):
+                raise RuntimeError(
+                    f"a stack is already running from {self.run_dir}: stop it first (`distrl up --down`)"
+                )
+            shutil.rmtree(self.run_dir)  # moto keeps S3 in memory: old databases would point at nothing
+        elif self.run_dir.exists() and any(self.run_dir.iterdir()):
+            raise RuntimeError(
+                f"{self.run_dir} is not empty and not a `distrl up` folder; choose another --dir"
+            )
+        (self.run_dir / "prefect").mkdir(parents=True, exist_ok=True)
+        self._owns_run_dir = True
+        self._write_state()
+
+    def _server_argv(self, name: str, port: int) -> list[str]:
+        py = sys.executable
+        if name == "s3":
+            return [py, "-m", "moto.server", "-H", HOST, "-p", str(port)]
+        if name == "mlflow":
+            return [
+                *(py, "-m", "mlflow", "server", "--host", HOST, "--port", str(port), "--workers", "1"),
+                *("--backend-store-uri", f"sqlite:///{self.run_dir / 'mlflow.db'}"),
+                *("--artifacts-destination", f"s3://{self.config.bucket}/mlflow"),
+            ]
+        ui = "--ui" if self.config.ui else "--no-ui"
+        return [py, "-m", "prefect", "server", "start", "--host", HOST, "--port", str(port), ui]
+
+    def _launch(self, name: str) -> None:
+        port = processes.free_port(HOST)
+        self.ports[name] = port
+        env = self._env(
+            server=True,
+            MLFLOW_S3_ENDPOINT_URL=self.url("s3"),
+            MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false",  # else ~10 job processes (1.7 GB)
+            PREFECT_SERVER_LOGGING_LEVEL="WARNING",
+            # SQLite locks while workers heartbeat and runs start; on a busy machine the default 10 s
+            # wait for the lock runs out and the API answers 503.
+            PREFECT_SERVER_DATABASE_TIMEOUT="60",
+        )
+        log = self.run_dir / "logs" / f"{name}.log"
+        self.procs[name] = processes.start(name, self._server_argv(name, port), env=env, log_path=log)
+        self._write_state()
+
+    def _await_server(self, name: str, started: float) -> None:
+        """Wait for a server's health check; one that lost its port to another process is restarted."""
+        for attempt in range(3):
+            try:
+                processes.wait_until(
+                    processes.http_ok(self.url(name) + _HEALTH[name]),
+                    what=f"{name} server",
+                    timeout_s=self.config.startup_timeout_s,
+                    proc=self.procs[name],
+                )
+                break
+            except ProcessExited as exc:
+                if not exc.port_taken or attempt == 2:
+                    raise
+                self._launch(name)
+                if name == "s3":  # MLflow would write artifacts to the old endpoint
+                    processes.stop_tree([self.procs["mlflow"].pid])
+                    self._launch("mlflow")
+        self.timings[f"{name}_ready_s"] = time.monotonic() - started
+
+    def _create_bucket(self) -> None:
+        import boto3
+
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=self.url("s3"),
+            region_name="us-east-1",
+            aws_access_key_id=_DUMMY_S3_KEYS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=_DUMMY_S3_KEYS["AWS_SECRET_ACCESS_KEY"],
+        )
+        s3.create_bucket(Bucket=self.config.bucket)
+
+    def _create_pools(self) -> None:
+        from prefect.client.schemas.actions import WorkPoolCreate
+        from prefect.workers.process import ProcessWorker
+
+        template = ProcessWorker.get_default_base_job_template()
+        with self.api() as client:
+            for pool in self.pools:
+                client.create_work_pool(
+                    WorkPoolCreate(name=pool, type="process", base_job_template=template), overwrite=True
+                )
+
+    def _start_deploy(self) -> Managed:
+        log = self.run_dir / "logs" / "deploy.log"
+        argv = [sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all"]
+        self.procs["deploy"] = processes.start(
+            "deploy", argv, env=self._env(), log_path=log, cwd=self.project_dir
+        )
+        return self.procs["deploy"]
+
+    def _finish_deploy(self, proc: Managed, started: float) -> None:
+        try:
+            code = proc.popen.wait(timeout=self.config.startup_timeout_s)
+        finally:
+            processes.stop_tree([proc.pid], grace_s=2)
+            self.procs.pop("deploy")
+        expected = {d["name"] for d in read_deployments(self.project_dir)}
+        with self.api() as client:
+            found = {d.name for d in client.read_deployments()}
+        if code != 0 or not expected <= found:
+            raise RuntimeError(
+                f"`prefect deploy --all` exited with {code}; missing deployments {sorted(expected - found)}; "
+                f"its log ({proc.log_path}) ends with:\n{proc.tail()}"
+            )
+        self.timings["deployed_s"] = time.monotonic() - started
+
+    def _start_workers(self) -> None:
+        for pool in self.pools:
+            home = self.run_dir / "workers" / pool
+            home.mkdir(parents=True, exist_ok=True)
+            env = self._env(
+                DISTRL_MLFLOW_CACHE_DIR=str(home / "policy-cache"),  # each machine caches its own versions
+                PREFECT_WORKER_QUERY_SECONDS=str(self.config.worker_query_seconds),
+                **self.config.worker_env,
+            )
+            argv = [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--type", "process"]
+            argv += ["--name", f"{pool}-local", "--install-policy", "never"]
+            log = self.run_dir / "logs" / f"worker-{pool}.log"
+            self.procs[f"worker-{pool}"] = processes.start(
+                f"worker {pool}", argv, env=env, log_path=log, cwd=home
+            )
+            self._write_state()
+
+    def _await_workers(self, started: float) -> None:
+        def all_online() -> bool:
+            with self.api() as client:
+                return all(client.read_workers_for_work_pool(pool) for pool in self.pools)
+
+        deadline = time.monotonic() + self.config.startup_timeout_s
+        while not all_online():
+            for name, proc in self.procs.items():
+                if name.startswith("worker-") and not proc.alive():
+                    raise ProcessExited(proc)
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"workers did not report to the Prefect server within {self.config.startup_timeout_s:.0f} s"
+                )
+            time.sleep(0.5)
+        self.timings["workers_s"] = time.monotonic() - started
+
+    # ----- state, description, stop ---------------------------------------------------------------
+    def _write_state(self) -> None:
+        if not self._owns_run_dir:
+            return
+        state = {
+            "processes": [{"name": n, "pid": p.pid, "argv": p.argv} for n, p in self.procs.items()],
+            "ports": self.ports,
+        }
+        (self.run_dir / STATE_FILE).write_text(json.dumps(state, indent=1))
+
+    def _write_env_file(self) -> None:
+        path = self.run_dir / "env.sh"
+        lines = [f"export {k}={v!r}" for k, v in self.client_env().items()]
+        path.write_text("# source me: the variables of the `distrl up` stack\n" + "\n".join(lines) + "\n")
+        path.chmod(0o600)
+
+    def describe(self) -> str:
+        secret = set(_DUMMY_S3_KEYS)
+        shown = "\n".join(f"  {k}={v}" for k, v in self.client_env().items() if k not in secret)
+        rel = (
+            self.run_dir.relative_to(Path.cwd()) if self.run_dir.is_relative_to(Path.cwd()) else self.run_dir
+        )
+        return "\n".join(
+            [
+                f"DistRL stack up in {self.timings.get('total_s', 0):.1f} s (folder {rel})",
+                f"  Prefect UI   {self.url('prefect')}" + ("" if self.config.ui else " (UI off)"),
+                f"  MLflow UI    {self.url('mlflow')}",
+                f"  S3 (moto)    {self.url('s3')}  bucket {self.config.bucket}: store {self.store_uri}, "
+                f"MLflow artifacts s3://{self.config.bucket}/mlflow",
+                f"  work pools   {', '.join(self.pools)} (one process worker each; logs in {rel}/logs/)",
+                "",
+                f"In another shell: source {rel}/env.sh   (these, plus moto's dummy AWS keys):",
+                shown,
+                "then e.g.:",
+                "  prefect deployment run learn/learn",
+                "  prefect deployment run collect/collect-pool-a; prefect deployment run collect/collect-pool-b",
+                "  prefect deployment run evaluate/evaluate",
+                '  distrl sql "SELECT pool, policy_version, count(*) AS steps FROM steps GROUP BY ALL ORDER BY ALL"',
+            ]
+        )
+
+    def stop(self) -> None:
+        """Workers (and their flow runs) and servers together; SIGKILL after a grace period."""
+        procs = list(self.procs.values())
+        processes.stop_tree([p.pid for p in procs])
+        for proc in procs:
+            with contextlib.suppress(Exception):
+                proc.popen.wait(timeout=5)
+        self.procs.clear()
+        self._write_state()  # no processes left; the file marks the folder as ours for the next `up`
+
+
+def down(run_dir: Path, *, dry_run: bool = False) -> list[str]:
+    """Stop what a detached (or killed) `distrl up` left running; returns the names found alive."""
+    path = Path(run_dir) / STATE_FILE
+    if not path.exists():
+        return []
+    entries = json.loads(path.read_text())["processes"]
+    alive = [e for e in entries if processes.same_process(e["pid"], e["argv"])]
+    if not dry_run:
+        processes.stop_tree([e["pid"] for e in alive])
+        path.write_text(json.dumps({"processes": []}))
+    return [e["name"] for e in alive]

@@ -1,0 +1,175 @@
+"""Per-episode emulator latency spread, and the learner's timing (duty cycle, batch prefetch)."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from storage.replay import ReplayNotReady
+from tasks import sessions
+from tasks.collector import CollectorParams, _make_envs
+from tasks.learner import LearnerParams, LearnerSession, ingest_shards, train_block
+
+
+def _latency_scales(sigma: float, seed: int, resets: int = 300) -> list[float]:
+    params = CollectorParams(num_envs=1, family="general", step_latency_s=0.5, task_latency_sigma=sigma)
+    (env,) = _make_envs(params, random.Random(seed))
+    scales = []
+    for i in range(resets):
+        env.reset(seed=i)
+        scales.append(env.device.faults.config.latency_scale_s)
+    return scales
+
+
+def test_task_latency_sigma_spreads_episode_latency_about_100x() -> None:
+    scales = sorted(_latency_scales(1.0, seed=0))
+    p1, p50, p99 = (scales[int(q * (len(scales) - 1))] for q in (0.01, 0.5, 0.99))
+    assert 30 < p99 / p1 < 400, (p1, p99)  # lognormal(sigma=1): ~100x between the 1st and 99th
+    assert 0.3 < p50 < 0.8  # around the median step latency
+    assert _latency_scales(1.0, seed=0) == _latency_scales(1.0, seed=0)  # seeded
+    assert set(_latency_scales(0.0, seed=0, resets=20)) == {0.5}  # off: the fixed median
+
+
+class _FakeReplay:
+    """Counts draws; not ready until `ready` is set; batches are numbered in draw order."""
+
+    def __init__(self) -> None:
+        self.ready = False
+        self.draws = 0
+        self.lock = threading.Lock()
+        self.size_steps = 100
+
+    def sample(self, batch_size: int, *, beta: float, window: int | None) -> SimpleNamespace:
+        with self.lock:
+            if not self.ready:
+                raise ReplayNotReady("below min_size_steps")
+            self.draws += 1
+            number = self.draws
+        return SimpleNamespace(
+            slots=np.arange(batch_size),
+            is_weights=np.ones(batch_size),
+            steps=SimpleNamespace(num_rows=batch_size, number=number),
+        )
+
+    def update_priorities(self, slots: np.ndarray, priorities: np.ndarray) -> None:
+        pass
+
+
+class _FakeLearner:
+    def __init__(self) -> None:
+        self.updates = 0
+        self.seen: list[int] = []
+
+    def beta_at(self) -> float:
+        return 1.0
+
+    def update(self, steps, is_weights) -> tuple[dict, np.ndarray]:
+        self.seen.append(steps.number)
+        self.updates += 1
+        time.sleep(0.01)
+        return {"loss": 0.5}, np.ones(len(is_weights))
+
+
+def _open_fake_learner() -> tuple[str, LearnerSession, _FakeReplay, _FakeLearner]:
+    replay, learner = _FakeReplay(), _FakeLearner()
+    registry = SimpleNamespace(client=SimpleNamespace(log_batch=lambda *a, **k: None))
+    session = LearnerSession(
+        LearnerParams(updates_per_block=3, batch_size=2), replay, learner, registry, "run", 1
+    )
+    return sessions.register(session, "learner"), session, replay, learner
+
+
+def test_train_block_prefetches_the_next_batch_and_uses_it_in_order() -> None:
+    session_id, session, replay, learner = _open_fake_learner()
+    try:
+        waiting = train_block.fn(session_id)
+        assert waiting["waiting"] == 1.0 and waiting["updates"] == 0
+        assert session.first_update_at is None  # still warming up
+        replay.ready = True
+        first = train_block.fn(session_id)
+        assert first["updates"] == 3.0 and session.prefetch is not None
+        assert replay.draws == 4  # three used, one drawn ahead for the next block
+        train_block.fn(session_id)
+        assert replay.draws == 7  # the prefetched batch was used, not drawn again
+        assert learner.seen == [1, 2, 3, 4, 5, 6]  # in draw order, none skipped
+        timing = session.timing()
+        assert timing["updates"] == 6 and timing["busy_s"] > 0
+        assert timing["steady_duty_cycle"] >= timing["duty_cycle"]
+    finally:
+        sessions.close(session_id)
+        session.sampler.shutdown(wait=True)
+
+
+def test_timing_separates_the_replay_warm_up() -> None:
+    session = LearnerSession(LearnerParams(), None, SimpleNamespace(updates=10), None, "run", 1, busy_s=9.0)
+    now = time.monotonic()
+    session.started, session.first_update_at = now - 20.0, now - 10.0
+    timing = session.timing()
+    session.sampler.shutdown()
+    assert abs(timing["duty_cycle"] - 0.45) < 0.02  # 9 s busy of 20 s since it opened
+    assert abs(timing["steady_duty_cycle"] - 0.9) < 0.05  # of the 10 s since the first update
+    assert abs(timing["warmup_s"] - 10.0) < 0.5
+
+
+def test_background_ingest_reports_the_last_finished_scan_and_its_errors() -> None:
+    session_id, session, replay, _ = _open_fake_learner()
+    session.params = LearnerParams(background_ingest=True)
+    scans = {"n": 0}
+
+    def ingest():
+        scans["n"] += 1
+        if scans["n"] == 3:
+            raise OSError("store unreachable")
+        return SimpleNamespace(shards=scans["n"], episodes=2)
+
+    replay.ingest = ingest
+    try:
+        first = ingest_shards.fn(session_id)
+        assert "shards" not in first and first["replay_steps"] == 100  # nothing finished yet
+        session.ingesting.result(timeout=10)
+        second = ingest_shards.fn(session_id)
+        assert second["shards"] == 1  # the first scan's report; a second scan started
+        session.ingesting.exception(timeout=10)
+        assert ingest_shards.fn(session_id)["shards"] == 2
+        session.ingesting.exception(timeout=10)
+        with pytest.raises(OSError, match="store unreachable"):
+            ingest_shards.fn(session_id)
+        assert ingest_shards.fn(session_id)["shards"] == 2  # a retry starts a fresh scan
+        assert session.timing()["ingest_s"] == 0.0  # the learner never waited for a scan
+    finally:
+        sessions.close(session_id)
+        session.sampler.shutdown(wait=True)
+        session.ingester.shutdown(wait=True)
+
+
+def test_a_collector_that_fails_is_started_again_until_the_run_stops(monkeypatch) -> None:
+    import flows.train_local as train_local_module
+    from tasks.collector import CollectorParams
+    from tasks.stop import StopToken
+
+    calls: list[str] = []
+
+    def flaky_collect(params, stop_id):
+        calls.append(stop_id)
+        if len(calls) == 1:
+            raise RuntimeError("503 Service Unavailable")
+        return {"episodes": 3}
+
+    monkeypatch.setattr(train_local_module, "collect", flaky_collect)
+    monkeypatch.setattr(train_local_module.time, "sleep", lambda s: None)
+    stop, results = StopToken(), {}
+    try:
+        train_local_module._collector_thread(CollectorParams(collector_id="c7"), stop, results)
+        assert results == {"collector_c7": {"episodes": 3}} and len(calls) == 2
+        stop.set()  # a failure while the run is stopping is not retried
+        calls.clear()
+        with pytest.raises(RuntimeError, match="503"):
+            train_local_module._collector_thread(CollectorParams(collector_id="c8"), stop, results)
+        assert len(calls) == 1
+    finally:
+        stop.close()

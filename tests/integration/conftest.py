@@ -1,0 +1,45 @@
+"""The whole distributed setup on loopback, started by the same code as `distrl up`.
+
+Every server and worker is a subprocess of this session on a free port; the fixture's teardown
+stops them all, with the flow runs they spawned, whatever the test did.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from flows.up import Stack, UpConfig
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    config = UpConfig(
+        run_dir=tmp_path_factory.mktemp("up"),
+        project_dir=REPO,
+        ui=False,
+        worker_query_seconds=2,
+        # One torch thread per flow run: four flow runs share two cores here.
+        worker_env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+    )
+    with Stack(config) as started:
+        yield started
+
+
+@contextlib.contextmanager
+def client_env(stack: Stack) -> Iterator[None]:
+    """This process as one more machine of the setup (for `distrl sql` and the registry)."""
+    saved = dict(os.environ)
+    os.environ.update(stack.client_env())
+    os.environ["DISTRL_MLFLOW_CACHE_DIR"] = str(stack.run_dir / "test-cache")
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)

@@ -1,0 +1,89 @@
+"""Process handling of `distrl up`: no leftovers, and never a stranger's process (fast; real processes)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from flows import processes
+from flows.up import STATE_FILE, Stack, UpConfig, down, work_pools
+from tests.integration.conftest import REPO
+
+# A child that starts a grandchild in a new session, as Prefect's process worker does with flow runs.
+SPAWNER = (
+    "import subprocess, sys, time\n"
+    "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n"
+    "print(p.pid, flush=True)\n"
+    "time.sleep(600)\n"
+)
+
+
+def _grandchild_pid(proc: processes.Managed) -> int:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        text = proc.log_path.read_text().strip()
+        if text:
+            return int(text.splitlines()[0])
+        time.sleep(0.1)
+    raise AssertionError(f"the spawner printed nothing: {proc.tail()}")
+
+
+def test_stop_tree_ends_descendants_in_other_sessions(tmp_path: Path) -> None:
+    proc = processes.start("spawner", [sys.executable, "-c", SPAWNER], env={}, log_path=tmp_path / "s.log")
+    grandchild = _grandchild_pid(proc)
+    assert psutil.Process(grandchild).is_running()
+    processes.stop_tree([proc.pid], grace_s=5)
+    proc.popen.wait(timeout=5)
+    assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
+
+
+def test_down_stops_recorded_processes_but_not_a_reused_pid(tmp_path: Path) -> None:
+    argv = [sys.executable, "-c", "import time; time.sleep(600)"]
+    ours = processes.start("ours", argv, env={}, log_path=tmp_path / "ours.log")
+    stranger = processes.start("stranger", [*argv, "x"], env={}, log_path=tmp_path / "other.log")
+    try:
+        state = {
+            "processes": [
+                {"name": "ours", "pid": ours.pid, "argv": argv},
+                # The pid of a process that now runs something else: must be left alone.
+                {"name": "reused", "pid": stranger.pid, "argv": argv},
+            ]
+        }
+        (tmp_path / STATE_FILE).write_text(json.dumps(state))
+        assert down(tmp_path, dry_run=True) == ["ours"]
+        assert down(tmp_path) == ["ours"]
+        ours.popen.wait(timeout=15)
+        assert stranger.alive()
+        assert json.loads((tmp_path / STATE_FILE).read_text())["processes"] == []
+    finally:
+        processes.stop_tree([ours.pid, stranger.pid], grace_s=2)
+
+
+def test_stack_refuses_a_running_or_foreign_folder(tmp_path: Path) -> None:
+    assert work_pools(REPO) == ["collectors-a", "collectors-b", "learner-gpu", "evaluation"]
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    with pytest.raises(RuntimeError, match="not a `distrl up` folder"):
+        Stack(UpConfig(run_dir=foreign, project_dir=REPO)).start()
+    assert (foreign / "notes.txt").exists()
+
+    argv = [sys.executable, "-c", "import time; time.sleep(600)"]
+    running = processes.start("server", argv, env={}, log_path=tmp_path / "r.log")
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / STATE_FILE).write_text(
+        json.dumps({"processes": [{"name": "s3", "pid": running.pid, "argv": argv}]})
+    )
+    try:
+        with pytest.raises(RuntimeError, match="already running"):
+            Stack(UpConfig(run_dir=busy, project_dir=REPO)).start()
+        # The refused stack must not forget the running one's state (`distrl up --down` needs it).
+        assert (busy / STATE_FILE).exists() and running.alive()
+    finally:
+        processes.stop_tree([running.pid], grace_s=2)

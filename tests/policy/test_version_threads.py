@@ -1,0 +1,26 @@
+"""Collectors load new versions from threads: loading must not race on torch's global RNG."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+
+from distrl_core.policy import load_policy, save_policy
+
+
+def test_concurrent_loads_of_a_tiny_version_all_pass_the_base_check(make_policy, tmp_path):
+    policy = make_policy()
+    with torch.no_grad():
+        for parameter in policy.actor_parameters():
+            parameter.add_(0.01 * torch.randn_like(parameter))  # trained weights, not the seed's
+    save_policy(policy, tmp_path / "v")
+    expected = {k: v.clone() for k, v in policy.model.state_dict().items()}
+
+    # Without the build lock, interleaved seeded initialisations make the fresh base hash differ.
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        loaded = list(pool.map(lambda _: load_policy(tmp_path / "v", device="cpu"), range(6)))
+
+    for copy in loaded:
+        state = copy.model.state_dict()
+        assert all(torch.equal(state[k], expected[k]) for k in expected)
