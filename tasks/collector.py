@@ -29,6 +29,7 @@ from storage.schema import steps_to_table
 from storage.shards import ShardWriter, ShardWriterConfig
 from storage.store import open_store
 from tasks import sessions
+from tasks.mlflow_metrics import with_retries
 
 log = logging.getLogger(__name__)
 
@@ -167,11 +168,15 @@ def _env_config(params: CollectorParams, seed: int) -> SimDroidEnvConfig:
     return SimDroidEnvConfig(device=device, screenshots=False, ui_xml=False, seed=seed)
 
 
-@task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE)
 def poll_policy_version(session_id: str) -> int | None:
-    """The version the followed alias points at now (one cheap registry call)."""
+    """The version the followed alias points at now (one cheap registry call).
+
+    Deliberately not a task run: it happens before every batch, nobody needs to see or retry it on
+    its own, and as a task it doubled a collector's task runs, which a SQLite-backed Prefect server
+    answered with 503s under load. Swapping a version in (`load_policy_version`) stays a task.
+    """
     session = sessions.get(session_id, CollectorSession)
-    return session.registry.resolve(session.params.policy_alias)
+    return with_retries(lambda: session.registry.resolve(session.params.policy_alias), "polling the registry")
 
 
 @task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE)
