@@ -165,7 +165,7 @@ def retrain(params: RetrainParams | None = None) -> dict[str, Any]:
         candidate = publish_policy(session_id)
     finally:
         close_learner(session_id)
-    tags = tag_candidate(candidate, start, str(window))
+    tags = tag_candidate(candidate, str(window))
     logger.info("published candidate v%d (from v%d, %s)", candidate, start, tags)
 
     if params.reevaluate_champion:

@@ -31,6 +31,9 @@ from flows import processes
 from flows.processes import Managed, ProcessExited
 
 HOST = "127.0.0.1"
+# One SQLite-backed server for every role: under bursts of task runs it answers 503 for a while;
+# every client (workers, flow runs, `Stack.api`) retries 503 with exponential backoff (2, 4, ... 256 s).
+CLIENT_MAX_RETRIES = 8
 STATE_FILE = "state.json"
 _HEALTH = {"s3": "/moto-api/", "mlflow": "/health", "prefect": "/api/health"}
 _DUMMY_S3_KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
@@ -119,9 +122,7 @@ class Stack:
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
             "DO_NOT_TRACK": "1",
             "PYTHONUNBUFFERED": "1",
-            # One SQLite-backed server for every role: under bursts of task runs it answers 503 for
-            # a while; workers and flow runs retry 503 with exponential backoff (2, 4, ... 256 s).
-            "PREFECT_CLIENT_MAX_RETRIES": "8",
+            "PREFECT_CLIENT_MAX_RETRIES": str(CLIENT_MAX_RETRIES),
         }
         ours = {"AWS_DEFAULT_REGION": "us-east-1", **_DUMMY_S3_KEYS} if server else self.client_env()
         return dict(os.environ) | base | ours | extra
@@ -130,9 +131,10 @@ class Stack:
     def api(self) -> Iterator:
         """A synchronous Prefect client of this stack's server."""
         from prefect.client.orchestration import get_client
-        from prefect.settings import PREFECT_API_URL, temporary_settings
+        from prefect.settings import PREFECT_API_URL, PREFECT_CLIENT_MAX_RETRIES, temporary_settings
 
-        with temporary_settings({PREFECT_API_URL: self.prefect_api_url}), get_client(sync_client=True) as c:
+        settings = {PREFECT_API_URL: self.prefect_api_url, PREFECT_CLIENT_MAX_RETRIES: CLIENT_MAX_RETRIES}
+        with temporary_settings(settings), get_client(sync_client=True) as c:
             yield c
 
     # ----- start ----------------------------------------------------------------------------------

@@ -215,10 +215,10 @@ def current_champion() -> tuple[int | None, float | None]:
 
 
 @task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE)
-def tag_candidate(version: int, parent_version: int, window: str) -> dict[str, str]:
-    """Mark a published version as a retrain candidate and name the version it was trained from."""
+def tag_candidate(version: int, window: str) -> dict[str, str]:
+    """Mark a published version as a retrain candidate (`publish_policy` already names its parent)."""
     registry = PolicyRegistry()
-    tags = {"retrain": "true", "parent_version": str(parent_version), "retrain_window": window}
+    tags = {"retrain": "true", "retrain_window": window}
     for key, value in tags.items():
         registry.client.set_model_version_tag(registry.name, str(version), key, value)
     return tags
