@@ -34,7 +34,7 @@ def _cmd_sql(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from flows.demo import run_demo
 
-    run_demo(minutes=args.minutes, collectors=args.collectors, sync=args.sync)
+    run_demo(minutes=args.minutes, collectors=args.collectors, sync=args.sync, seed=args.seed)
     return 0
 
 
@@ -215,6 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--minutes", type=float, default=6.0, help="minutes of RL after the warm start")
     demo.add_argument("--collectors", type=int, default=4)
     demo.add_argument("--sync", action="store_true", help="DigiRL-style synchronous rounds instead")
+    demo.add_argument(
+        "--seed", type=int, default=0, help="seeds the warm start, collectors, learner (printed; see README)"
+    )
     demo.set_defaults(func=_cmd_demo)
 
     home_help = "folder of the embedded store, MLflow database and Prefect home (env variables win)"

@@ -16,7 +16,11 @@ from flows.embedded import configure_embedded
 
 
 def run_demo(
-    minutes: float = 6.0, collectors: int = 4, root: str = ".distrl/demo", sync: bool = False
+    minutes: float = 6.0,
+    collectors: int = 4,
+    root: str = ".distrl/demo",
+    sync: bool = False,
+    seed: int = 0,
 ) -> dict:
     root_path = Path(root).resolve()
     shutil.rmtree(root_path, ignore_errors=True)  # the demo owns this folder: start from scratch
@@ -30,11 +34,11 @@ def run_demo(
     from tasks.evaluation import report_markdown
 
     print(
-        f"DistRL demo: warm start, then {minutes:g} min of {'synchronous' if sync else 'asynchronous'} A-RIDE "
+        f"DistRL demo (seed {seed}): warm start, then {minutes:g} min of {'synchronous' if sync else 'asynchronous'} A-RIDE "
         f"with {collectors} collectors on SimDroid (General tasks). Everything goes to {root_path}."
     )
     started = time.monotonic()
-    params = TrainLocalParams(collectors=collectors, minutes=minutes, sync=sync)
+    params = TrainLocalParams(collectors=collectors, minutes=minutes, sync=sync, seed=seed)
     result = train_local(params)
     elapsed = time.monotonic() - started
     warm, final = result["warm_start"], result["final"]
@@ -42,21 +46,35 @@ def run_demo(
     print(report_markdown(final, baseline=warm))
     plot = write_learning_curve(result, root_path / "learning_curve.png")
     summary = {
+        "seed": seed,
+        "minutes_rl": minutes,
         "minutes_total": round(elapsed / 60, 2),
         "heldout_success_warm_start": warm["success"],
+        "heldout_ci_warm_start": [warm["ci_low"], warm["ci_high"]],
         "heldout_success_final": final["success"],
+        "heldout_ci_final": [final["ci_low"], final["ci_high"]],
+        "heldout_episodes": final["episodes"],
+        "in_distribution_warm_start": warm.get("in_distribution", {}).get("success"),
+        "in_distribution_final": final.get("in_distribution", {}).get("success"),
         "final_version": final["version"],
         "learner": result.get("learner"),
     }
     (root_path / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     print(f"""
-Held-out success: warm start {warm["success"]:.1%} -> final {final["success"]:.1%} (v{final["version"]})
+Held-out success: warm start {_fmt(warm)} -> final {_fmt(final)} (v{final["version"]}, seed {seed})
+Train tasks, fresh seeds: {_fmt(warm.get("in_distribution"))} -> {_fmt(final.get("in_distribution"))}
 Learning curve:   {plot}
 Shards:           {root_path / "store" / "trajectories"}
 MLflow:           sqlite:///{root_path / "mlflow.db"}   (mlflow ui --backend-store-uri sqlite:///{root_path / "mlflow.db"})
 SQL:              DISTRL_STORE_URI={root_path / "store"} distrl sql "SELECT policy_version, count(*), avg(success) FROM episodes GROUP BY 1 ORDER BY 1"
 """)
     return summary
+
+
+def _fmt(item: dict | None) -> str:
+    if not item:
+        return "n/a"
+    return f"{item['success']:.1%} [{item['ci_low']:.1%}-{item['ci_high']:.1%}]"
 
 
 def write_learning_curve(result: dict, path: Path) -> Path:

@@ -15,6 +15,7 @@ from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field
 
 from distrl_core.learner.warm_start import WarmStartConfig
+from distrl_core.policy.config import PolicyConfig, TinyModelConfig
 from flows.collect import collect
 from flows.learn import learn
 from storage.registry import PolicyRegistry
@@ -81,7 +82,13 @@ class TrainLocalParams(BaseModel):
     evaluate: bool = Field(
         True, description="Evaluate the warm start and the final version on the held-out split."
     )
-    seed: int = 0
+    seed: int = Field(
+        0,
+        description="Seeds the warm start (demonstrations, initial weights, batch order), the collectors' "
+        "task draws and environments, the learner and its replay sampling. The warm start and the "
+        "evaluations are exact on a re-run; the asynchronous phase is not (which collector's episodes "
+        "the learner sees first depends on thread timing).",
+    )
 
 
 def _collector_params(params: TrainLocalParams, index: int) -> CollectorParams:
@@ -109,15 +116,19 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
     if warm is None:
         warm = warm_start_policy(
             WarmStartConfig(
-                family=params.family, updates=params.warm_start_updates, noise=params.warm_start_noise
-            )
+                family=params.family,
+                updates=params.warm_start_updates,
+                noise=params.warm_start_noise,
+                seed=params.seed,
+            ),
+            PolicyConfig(seed=params.seed, tiny=TinyModelConfig(seed=params.seed)),
         )
         logger.info("warm start published as version %d", warm)
     baseline = evaluate_version(warm, family=params.family) if params.evaluate else None
     if baseline is not None:
         record_evaluation(baseline)
     learner_params = params.learner.model_copy(
-        update={"max_minutes": params.minutes, "store_uri": params.store_uri}
+        update={"max_minutes": params.minutes, "store_uri": params.store_uri, "seed": params.seed}
         | ({"background_ingest": False} if params.sync else {})
     )
     monitor = ProgressMonitor(enabled=show_progress)

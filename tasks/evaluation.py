@@ -2,30 +2,21 @@
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
-
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from distrl_core.envs.simdroid.tasks import load_tasks
+from distrl_core.learner.evaluation import (
+    HELDOUT_SEED,
+    IN_DISTRIBUTION_SEED,
+    estimate_success,
+)
 from distrl_core.policy import load_policy
-from distrl_core.rollout import RolloutConfig, run_episodes
 from storage.registry import CHAMPION, PolicyRegistry
 from tasks.mlflow_metrics import log_metrics
 
 HELDOUT_TAG = "heldout_success"
-
-
-def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval: sane at 0 and n, unlike the normal approximation."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 @task(cache_policy=NO_CACHE)
@@ -34,45 +25,36 @@ def evaluate_version(
     *,
     split: str = "test",
     family: str | None = None,
-    seed: int = 12345,
+    seed: int = HELDOUT_SEED,
     parallel_envs: int = 16,
+    episodes_per_task: int = 3,
+    in_distribution: bool = True,
 ) -> dict:
-    """Greedy rollouts, one per held-out task; success with a 95% interval, per family and per task."""
+    """Greedy rollouts, `episodes_per_task` per task of `split`, with the 95% interval, per family and
+    per task; with `in_distribution`, beside it the same on the train tasks under fresh env seeds
+    ("it learned" and "it generalises" are two numbers). Exact on a re-run: seeds are fixed."""
     registry = PolicyRegistry()
     policy = load_policy(registry.fetch(version).path).eval()
-    tasks = load_tasks(family, split)
-    config = RolloutConfig(
-        greedy=True,
+    estimate = estimate_success(
+        policy,
+        load_tasks(family, split),
+        episodes_per_task=episodes_per_task,
         seed=seed,
-        parallel_envs=parallel_envs,
-        run_id=f"eval-v{version}",
-        pool="eval",
+        parallel=parallel_envs,
         policy_version=version,
     )
-    result = run_episodes(policy, tasks, config)
-    family_of = {t.task_id: t.family for t in tasks}
-    return summarize(version, split, [(family_of[e.task_id], e.task_id, e.success) for e in result.episodes])
-
-
-def summarize(version: int, split: str, outcomes: list[tuple[str, str, bool]]) -> dict:
-    n = len(outcomes)
-    wins = sum(ok for _, _, ok in outcomes)
-    low, high = wilson_interval(wins, n)
-    families: dict[str, list[bool]] = defaultdict(list)
-    per_task: dict[str, list[bool]] = defaultdict(list)
-    for family, task_id, ok in outcomes:
-        families[family].append(ok)
-        per_task[task_id].append(ok)
-    return {
-        "version": version,
-        "split": split,
-        "episodes": n,
-        "success": wins / n if n else 0.0,
-        "ci_low": low,
-        "ci_high": high,
-        "families": {f: sum(v) / len(v) for f, v in sorted(families.items())},
-        "tasks": {t: sum(v) / len(v) for t, v in sorted(per_task.items())},
-    }
+    report = {"version": version, "split": split, **estimate.as_dict()}
+    if in_distribution and split != "train":
+        train = estimate_success(
+            policy,
+            load_tasks(family, "train"),
+            episodes_per_task=1,
+            seed=IN_DISTRIBUTION_SEED,
+            parallel=parallel_envs,
+            policy_version=version,
+        )
+        report["in_distribution"] = {k: v for k, v in train.as_dict().items() if k != "tasks"}
+    return report
 
 
 def report_markdown(report: dict, baseline: dict | None = None) -> str:
@@ -87,6 +69,13 @@ def report_markdown(report: dict, baseline: dict | None = None) -> str:
             lines.append(
                 f"| {name} (v{item['version']}) | {item['success']:.1%} | "
                 f"{item['ci_low']:.1%}–{item['ci_high']:.1%} | {item['episodes']} |"
+            )
+    for name, item in (("baseline", baseline), ("this version", report)):
+        inside = (item or {}).get("in_distribution")
+        if inside is not None:
+            lines.append(
+                f"| {name}, train tasks (fresh seeds) | {inside['success']:.1%} | "
+                f"{inside['ci_low']:.1%}–{inside['ci_high']:.1%} | {inside['episodes']} |"
             )
     lines += ["", "| family | success |", "|---|---|"]
     lines += [f"| {family} | {rate:.1%} |" for family, rate in report["families"].items()]
@@ -111,6 +100,8 @@ def record_evaluation(report: dict, min_improvement: float = 0.0) -> bool:
         "heldout_ci_high": report["ci_high"],
     }
     metrics |= {f"heldout_success_{family}": rate for family, rate in report["families"].items()}
+    if "in_distribution" in report:
+        metrics["in_distribution_success"] = report["in_distribution"]["success"]
     log_metrics(registry, run_id, metrics, step=version)
     registry.client.log_dict(run_id, report, "evaluation.json")
     registry.client.set_terminated(run_id)

@@ -243,7 +243,10 @@ def publish_policy(session_id: str) -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "policy"
-        save_policy(session.learner.policy, path)
+        with (
+            session.learner.averaged() as policy
+        ):  # the averaged weights (LearnerConfig.weight_average_decay)
+            save_policy(policy, path)
         version = session.registry.publish(
             path,
             run_id=session.run_id,

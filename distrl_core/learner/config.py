@@ -68,6 +68,10 @@ class LearnerConfig:
       Policy.with_word_dropout; scoring policies only). It keeps RL from unlearning the grounding
       that generalises to held-out tasks (measured: held-out success ~0.55 vs ~0.48 after 20
       rounds), at the price of noisier ratios (π is evaluated on perturbed prompts); 0 disables it.
+    - ``weight_average_decay``: the learner publishes (and the local loop acts with and evaluates)
+      an exponential moving average of its weights with this decay (~1/(1-decay) updates), not
+      the raw weights of the last update; 0 publishes the raw weights. See learner/averaging.py
+      and docs/performance.md for the measurement behind the default.
     - ``seed``: seeds torch before each update's randomness-free computation (CPU determinism).
     - ``mixed_precision``: bfloat16 autocast on CUDA (ignored on CPU).
     """
@@ -103,6 +107,7 @@ class LearnerConfig:
     awr_threshold: float = 0.05
     entity_dropout: float = 0.5
     word_dropout: float = 0.1
+    weight_average_decay: float = 0.99
     seed: int = 0
     mixed_precision: bool = True
 
@@ -125,6 +130,10 @@ class LearnerConfig:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 problems.append(f"{name} must be in [0, 1], got {value}")
+        if not 0.0 <= self.weight_average_decay < 1.0:
+            problems.append(
+                f"weight_average_decay must be in [0, 1) (0 = publish raw weights), got {self.weight_average_decay}"
+            )
         if not 0.0 < self.curriculum_top_fraction <= 1.0:
             problems.append(f"curriculum_top_fraction must be in (0, 1], got {self.curriculum_top_fraction}")
         for name in ("actor_lr", "critic_lr", "rho_max", "c_max", "priority_eps"):

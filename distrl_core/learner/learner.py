@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -11,6 +12,7 @@ import torch
 from torch import nn
 
 from distrl_core.algos.priorities import linear_schedule
+from distrl_core.learner.averaging import WeightAverage
 from distrl_core.learner.batch import StepBatch
 from distrl_core.learner.config import LearnerConfig
 from distrl_core.learner.objectives import compute_objective
@@ -51,6 +53,18 @@ class Learner:
         self.critic_optimizer = torch.optim.AdamW(
             policy.critic_parameters(), lr=cfg.critic_lr, weight_decay=cfg.weight_decay
         )
+        self.average = (
+            WeightAverage(policy.actor_parameters() + policy.critic_parameters(), cfg.weight_average_decay)
+            if cfg.weight_average_decay > 0
+            else None
+        )
+
+    @contextmanager
+    def averaged(self) -> Iterator[Policy]:
+        """The policy with the averaged weights swapped in (the raw weights when averaging is off):
+        what to publish, act with and evaluate. The block must not train."""
+        with self.average.swapped_in() if self.average is not None else nullcontext():
+            yield self.policy
 
     @property
     def device(self) -> torch.device:
@@ -146,6 +160,8 @@ class Learner:
         if train_actor:
             self.actor_optimizer.step()
         self.critic_optimizer.step()
+        if self.average is not None:
+            self.average.update()
         self.updates += 1
         lag = (self.policy_version - batch.policy_versions)[batch.mask].float()
         metrics = {

@@ -17,6 +17,7 @@ import numpy as np
 from distrl_core.envs.sim_env import SimDroidEnvConfig
 from distrl_core.envs.simdroid.device import SimDroidConfig
 from distrl_core.envs.simdroid.tasks import Task, load_tasks
+from distrl_core.learner.evaluation import HELDOUT_SEED, IN_DISTRIBUTION_SEED, estimate_success
 from distrl_core.learner.learner import Learner
 from distrl_core.rollout import RolloutConfig, run_episodes
 
@@ -79,7 +80,12 @@ class LoopConfig:
     - ``train_eval_tasks``: also evaluate greedily on this many train tasks per round (0 = skip).
     - ``replay_capacity``/``alpha``: the in-memory replay (α only matters for A-RIDE's priorities).
     - ``env``: the environment (distractor dialogs on at 10%, as SimDroidEnv's default).
+    - ``eval_episodes_per_task``: greedy episodes per held-out task in each evaluation (different
+      env seeds; more narrow the interval, see learner/evaluation.py).
     - ``seed``: task order, rollouts and replay sampling.
+
+    Collection and evaluation use the learner's published weights (``Learner.averaged``), as the
+    distributed collectors and evaluations do.
     """
 
     family: str = "general"
@@ -94,6 +100,7 @@ class LoopConfig:
     replay_capacity: int = 2000
     alpha: float = 0.6
     parallel_envs: int = 16
+    eval_episodes_per_task: int = 1
     env: SimDroidEnvConfig = field(
         default_factory=lambda: SimDroidEnvConfig(
             device=SimDroidConfig(distractor_prob=0.1), screenshots=False, ui_xml=False
@@ -116,13 +123,18 @@ class RoundResult:
 
 
 def evaluate_success(
-    policy, tasks: Sequence[Task], env: SimDroidEnvConfig, *, seed: int = 12345, parallel: int = 16
+    policy,
+    tasks: Sequence[Task],
+    env: SimDroidEnvConfig,
+    *,
+    seed: int = HELDOUT_SEED,
+    parallel: int = 16,
+    episodes_per_task: int = 1,
 ) -> float:
-    """Greedy success rate over ``tasks`` (one episode each)."""
-    result = run_episodes(
-        policy, tasks, RolloutConfig(env=env, greedy=True, seed=seed, parallel_envs=parallel)
-    )
-    return result.success_rate
+    """Greedy success rate over ``tasks`` (``episodes_per_task`` episodes each)."""
+    return estimate_success(
+        policy, tasks, env, episodes_per_task=episodes_per_task, seed=seed, parallel=parallel
+    ).success
 
 
 def train_rounds(
@@ -150,10 +162,19 @@ def train_rounds(
     ]
 
     def evaluate() -> tuple[float, float | None]:
-        heldout = evaluate_success(policy, test_tasks, config.env, parallel=config.parallel_envs)
-        if not train_probe:
-            return heldout, None
-        return heldout, evaluate_success(policy, train_probe, config.env, parallel=config.parallel_envs)
+        with learner.averaged():
+            heldout = evaluate_success(
+                policy,
+                test_tasks,
+                config.env,
+                parallel=config.parallel_envs,
+                episodes_per_task=config.eval_episodes_per_task,
+            )
+            if not train_probe:
+                return heldout, None
+            return heldout, evaluate_success(
+                policy, train_probe, config.env, parallel=config.parallel_envs, seed=IN_DISTRIBUTION_SEED
+            )
 
     results = [RoundResult(0, 0, 0, 0.0, *evaluate(), 0, 0.0, {})]
     if on_round:
@@ -167,7 +188,8 @@ def train_rounds(
             seed=int(rng.integers(2**31)),
             policy_version=learner.policy_version,
         )
-        collected = run_episodes(policy, tasks, rollout)
+        with learner.averaged():
+            collected = run_episodes(policy, tasks, rollout)
         replay.add(collected.rows)
         env_steps += collected.num_steps
         episodes += len(collected.episodes)

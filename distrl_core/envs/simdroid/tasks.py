@@ -9,6 +9,7 @@ deterministic (a fixed-seed RNG, no randomness at import).
 from __future__ import annotations
 
 import random
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -219,6 +220,20 @@ def load_tasks(family: str | None = None, split: str | None = None) -> list[Task
         for t in _all_tasks()
         if (family is None or t.family == family) and (split is None or t.split == split)
     ]
+
+
+def validation_split(family: str | None = None) -> tuple[list[Task], list[Task]]:
+    """(fit, validation), both carved from the train split, for every choice made while tuning.
+
+    The test split holds out phrasings (and parameters); validation mirrors that inside train: the
+    first phrasing template of each task kind (``*-train-0``) is held out, so a choice that helps
+    on validation helps on unseen phrasings without the test split ever being looked at."""
+    fit, validation = [], []
+    for task in load_tasks(family, "train"):
+        template = str(task.params.get("template", ""))
+        held = template.endswith("-0") if template else zlib.crc32(task.task_id.encode()) % 5 == 0
+        (validation if held else fit).append(task)
+    return fit, validation
 
 
 def get_task(task_id: str) -> Task:
