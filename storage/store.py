@@ -143,5 +143,7 @@ def configure_logging(level: int = logging.WARNING) -> None:
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, RedactSecrets) for f in handler.filters):
             handler.addFilter(RedactSecrets())
+    # Capped at INFO unless DEBUG is asked for; then the filter above is what keeps the keys out
+    # of botocore's signing records.
     for noisy in ("botocore", "aiobotocore", "s3fs", "urllib3", "fsspec"):
-        logging.getLogger(noisy).setLevel(max(level, logging.INFO))
+        logging.getLogger(noisy).setLevel(level if level <= logging.DEBUG else max(level, logging.INFO))
