@@ -10,7 +10,7 @@ from storage.replay_config import ReplaySettings
 from storage.sql_views import open_sql
 from storage.store import Store, atomic_put
 from tests.reliability.conftest import fill
-from tests.reliability.zoo import bad_shards
+from tests.reliability.probes import bad_shards
 
 
 def _store_with_zoo(store: Store) -> tuple[list[str], dict[str, bytes]]:

@@ -17,45 +17,10 @@ from flows.cli import main as cli
 from storage.sql_views import ReadOnlyError, open_sql
 from storage.store import Store
 from tests.reliability.conftest import fill
+from tests.reliability.probes import SQL_ALLOWED as ALLOWED
+from tests.reliability.probes import SQL_ATTACKS as ATTACKS
 
 ROOT = Path(__file__).resolve().parents[2]
-
-ATTACKS = [
-    # item 1: a comment hides the statement type from a prefix check
-    "/*xxxxxSELECT 1 --*/EXPLAIN ANALYZE COPY (SELECT 'written' AS m) TO 'pwn.csv'",
-    "EXPLAIN ANALYZE COPY (SELECT 1) TO 'pwn.csv'",
-    "EXPLAIN (ANALYZE) DELETE FROM steps",
-    "EXPLAIN ANALYZE (FORMAT json) INSERT INTO steps SELECT * FROM steps",
-    "SELECT 1; COPY (SELECT 1) TO 'pwn.csv'",
-    # item 2: files, the environment, logging to files, the network, extensions, settings
-    "SELECT regexp_extract(content, 'AWS_SECRET_ACCESS_KEY=[^\\x00]*') FROM read_text('/proc/self/environ')",
-    "SELECT content FROM read_text('/proc/self/environ')",
-    "EXPLAIN ANALYZE SELECT content FROM read_text('/proc/self/environ')",
-    "SELECT * FROM read_text('{store}/../outside.txt')",
-    "SELECT * FROM glob('/*')",
-    "SELECT * FROM read_csv('http://127.0.0.1:9/x.csv')",
-    "SELECT * FROM enable_logging(storage = 'file', storage_config = {{'path': 'pwn_logs'}})",
-    "CALL enable_logging(storage = 'file', storage_config = {{'path': 'pwn_logs'}}); SELECT write_log('pwn')",
-    "COPY (SELECT 1) TO 'pwn.csv'",
-    "COPY (SELECT 1) TO '{store}/trajectories/pwn.csv'",
-    "ATTACH 'pwn.duckdb'",
-    "INSTALL httpfs",
-    "LOAD httpfs",
-    "SET enable_external_access = true",
-    "RESET enable_external_access",
-    "SET lock_configuration = false",
-    "PRAGMA enable_profiling = 'json'",
-]
-
-ALLOWED = [
-    "SELECT count(*) AS n FROM episodes",
-    "/*c*/ EXPLAIN SELECT 1",
-    "EXPLAIN (FORMAT json) SELECT 1",
-    "-- a comment first\nEXPLAIN ANALYZE SELECT count(*) FROM steps",
-    "EXPLAIN (SELECT family FROM episodes)",
-    "DESCRIBE episodes",
-    "SELECT * FROM glob('{store}/trajectories/**/*.parquet')",
-]
 
 
 def _files(store: Store, cwd: Path) -> set[str]:
