@@ -16,15 +16,6 @@ from flows.cli import main as cli
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def own_env():
-    """`--home` commands set defaults in os.environ (configure_embedded): put it back afterwards."""
-    saved = dict(os.environ)
-    yield
-    os.environ.clear()
-    os.environ.update(saved)
-
-
 def _run(argv: list[str], capsys) -> tuple[int, str]:
     try:
         code = cli(argv)
@@ -59,17 +50,34 @@ def test_bad_flags(argv: list[str], names: list[str], capsys) -> None:
     _one_line_error(err, *names)
 
 
-def test_a_learner_override_of_the_wrong_type_names_the_setting(tmp_path, capsys, own_env) -> None:
-    code, err = _run(["retrain", "--home", str(tmp_path), "--learner", "actor_lr=abc"], capsys)
-    assert code == 2
-    _one_line_error(err, "--learner", "actor_lr", "number")
-
-
-def test_zero_duckdb_threads_names_the_variable(tmp_path, capsys, monkeypatch, own_env) -> None:
-    monkeypatch.setenv("DISTRL_REPLAY_DUCKDB_THREADS", "0")
-    code, err = _run(["train-local", "--home", str(tmp_path), "--minutes", "0.1"], capsys)
-    assert code == 2
-    _one_line_error(err, "DISTRL_REPLAY_DUCKDB_THREADS", ">= 1")
+def test_bad_learner_override_and_bad_replay_variable(tmp_path) -> None:
+    """In child processes (both at once): these commands import Prefect, whose logging setup takes
+    over the root logger of the process it is imported in."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    home = ["--home", str(tmp_path / "home")]
+    runs = {
+        ("--learner", "actor_lr", "number"): ([*home, "--learner", "actor_lr=abc"], "retrain", {}),
+        ("DISTRL_REPLAY_DUCKDB_THREADS", ">= 1"): (
+            [*home, "--minutes", "0.1"],
+            "train-local",
+            {"DISTRL_REPLAY_DUCKDB_THREADS": "0"},
+        ),
+    }
+    children = {
+        names: subprocess.Popen(
+            [sys.executable, "-m", "flows.cli", command, *argv],
+            env=env | extra,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for names, (argv, command, extra) in runs.items()
+    }
+    for names, child in children.items():
+        _, err = child.communicate(timeout=300)
+        assert child.returncode == 2, err
+        _one_line_error(err, *names)
 
 
 def test_misspelled_variables_are_reported(tmp_path, capsys, monkeypatch) -> None:
