@@ -81,7 +81,9 @@ def bench_sampler(n: int, reps: int, block: int, sup: int, rng: np.random.Genera
     result = {
         "n": n,
         "build_s": round(build_s, 2),
-        "duckdb_three_stage": timed(lambda: sql.sample_slots(con, rng.random(BATCH)), reps),
+        "duckdb_three_stage": timed(
+            lambda: sql.sample_slots(con, rng, BATCH, super_size=sup, block_size=block), reps
+        ),
         "duckdb_full_scan": timed(
             lambda: sql.query(con, sql.SAMPLE_FULL_SCAN, {"n": BATCH}).fetchall(), reps
         ),

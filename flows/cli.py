@@ -5,8 +5,22 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
+import traceback
 from pathlib import Path
+
+from flows.cli_errors import (
+    Parser,
+    UserError,
+    busy_port_error,
+    non_negative_int,
+    port,
+    positive_float,
+    positive_int,
+    unknown_env_warnings,
+    user_error_message,
+)
 
 
 def _cmd_sql(args: argparse.Namespace) -> int:
@@ -14,7 +28,11 @@ def _cmd_sql(args: argparse.Namespace) -> int:
     from storage.sql_views import ReadOnlyError, open_sql
     from storage.store import open_store
 
-    session = open_sql(open_store(args.store))
+    try:
+        store = open_store(args.store)
+    except ValueError as exc:  # an unsupported scheme, a too-short bucket name
+        raise UserError(f"{'--store' if args.store else 'DISTRL_STORE_URI'}: {exc}") from None
+    session = open_sql(store)
     try:
         table = session.query(args.query)
     except ReadOnlyError as exc:
@@ -81,27 +99,21 @@ def _cmd_retrain(args: argparse.Namespace) -> int:
     from flows.embedded import configure_embedded
 
     configure_embedded(args.home)
-    from pydantic import ValidationError
-
     from flows.retrain import RetrainParams, retrain
     from tasks.retrain import RetrainDataError
 
-    try:
-        params = RetrainParams(
-            start_policy=args.policy,
-            recent_days=args.recent_days,
-            as_of=args.as_of,
-            updates=args.updates,
-            algorithm=args.algorithm,
-            learner_config=_key_values(args.learner),
-            replay=_key_values(args.replay),
-            split=args.split,
-            family=args.family,
-            min_improvement=args.min_improvement,
-        )
-    except ValidationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    params = RetrainParams(
+        start_policy=args.policy,
+        recent_days=args.recent_days,
+        as_of=args.as_of,
+        updates=args.updates,
+        algorithm=args.algorithm,
+        learner_config=_key_values(args.learner),
+        replay=_key_values(args.replay),
+        split=args.split,
+        family=args.family,
+        min_improvement=args.min_improvement,
+    )  # a ValidationError names the flag and the field (see main)
     try:
         result = retrain(params)
     except (LookupError, RetrainDataError) as exc:  # nothing to start from, or too little recent data
@@ -192,15 +204,22 @@ def _cmd_up(args: argparse.Namespace) -> int:
 def _cmd_fake_adb(args: argparse.Namespace) -> int:
     from distrl_core.envs.fake_adb import run_fake_adb
 
-    run_fake_adb(port=args.port, devices=args.devices, seed=args.seed, host=args.host)
+    try:
+        run_fake_adb(port=args.port, devices=args.devices, seed=args.seed, host=args.host)
+    except OSError as exc:
+        raise busy_port_error(exc, "--port", args.port) or exc from None
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="distrl", description="Asynchronous distributed RL for phone agents."
+    parser = Parser(prog="distrl", description="Asynchronous distributed RL for phone agents.")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log at INFO level (-vv: DEBUG); tracebacks of errors",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sub = parser.add_subparsers(dest="command", required=True)
 
     sql = sub.add_parser("sql", help="run a read-only SQL query over the trajectory store")
@@ -208,12 +227,14 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("--store", default=None, help="store URI (default: $DISTRL_STORE_URI or .distrl/store)")
     sql.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
     sql.add_argument("--out", default=None, help="write to this file instead of standard output")
-    sql.add_argument("--max-rows", type=int, default=50, help="rows shown by --format table")
+    sql.add_argument("--max-rows", type=non_negative_int, default=50, help="rows shown by --format table")
     sql.set_defaults(func=_cmd_sql)
 
     demo = sub.add_parser("demo", help="embedded run: warm start, async A-RIDE, held-out evaluation, plot")
-    demo.add_argument("--minutes", type=float, default=6.0, help="minutes of RL after the warm start")
-    demo.add_argument("--collectors", type=int, default=4)
+    demo.add_argument(
+        "--minutes", type=positive_float, default=6.0, help="minutes of RL after the warm start"
+    )
+    demo.add_argument("--collectors", type=positive_int, default=4)
     demo.add_argument("--sync", action="store_true", help="DigiRL-style synchronous rounds instead")
     demo.add_argument(
         "--seed", type=int, default=0, help="seeds the warm start, collectors, learner (printed; see README)"
@@ -222,8 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     home_help = "folder of the embedded store, MLflow database and Prefect home (env variables win)"
     local = sub.add_parser("train-local", help="collectors and learner in this process, resuming from latest")
-    local.add_argument("--minutes", type=float, default=10.0)
-    local.add_argument("--collectors", type=int, default=4)
+    local.add_argument("--minutes", type=positive_float, default=10.0)
+    local.add_argument("--collectors", type=positive_int, default=4)
     local.add_argument("--sync", action="store_true")
     local.add_argument("--home", default=".distrl", help=home_help)
     local.set_defaults(func=_cmd_train_local)
@@ -286,8 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(func=_cmd_up)
 
     fake = sub.add_parser("fake-adb", help="serve SimDroid devices over the real ADB wire protocol")
-    fake.add_argument("--port", type=int, default=5037)
-    fake.add_argument("--devices", type=int, default=1)
+    fake.add_argument("--port", type=port, default=5037)
+    fake.add_argument("--devices", type=positive_int, default=1)
     fake.add_argument("--seed", type=int, default=0)
     fake.add_argument("--host", default="127.0.0.1")
     fake.set_defaults(func=_cmd_fake_adb)
@@ -295,11 +316,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from storage.store import configure_logging
+
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    # Secrets are scrubbed from every record (botocore logs the access key id at DEBUG).
+    configure_logging(
+        logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING
     )
-    return args.func(args)
+    for warning in unknown_env_warnings(os.environ):
+        print(f"warning: {warning}", file=sys.stderr)
+    try:
+        return args.func(args)
+    except Exception as exc:
+        message = user_error_message(exc)
+        if message is None:
+            raise
+        if args.verbose:
+            traceback.print_exc()
+        print(f"error: {message}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -271,8 +271,8 @@ class Replay:
 
         With `window`, each draw is a window of at most `window` consecutive steps starting uniformly
         inside the trajectory; otherwise the whole trajectory. Raises `ReplayNotReady` while the replay
-        is below its minimum size or the sample-to-insert ratio is reached. `seed` fixes the stage-1
-        draws and window placement; the in-block races use DuckDB's generator (seeded best-effort).
+        is below its minimum size or the sample-to-insert ratio is reached. With `seed`, the draw
+        (trajectories and window placement) depends only on the seed and the replay's contents.
         """
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
@@ -287,10 +287,15 @@ class Replay:
                     "no trajectory is eligible for sampling (all older than max_policy_lag, or evicted); "
                     "wait for fresh shards or raise max_policy_lag"
                 )
-            if seed is not None:
-                self.con.execute("SELECT setseed(?)", [(seed % 1_000_003) / 1_000_003])
-                self._rng = np.random.default_rng(seed)
-            slots, w = sql.sample_slots(self.con, self._rng.random(batch_size))
+            # Every random number comes from this generator (none from DuckDB), so a seed fixes the draw.
+            rng = np.random.default_rng(seed) if seed is not None else self._rng
+            slots, w = sql.sample_slots(
+                self.con,
+                rng,
+                batch_size,
+                super_size=self.config.super_size,
+                block_size=self.config.block_size,
+            )
             probs = w / float(total)
             # IS weights (N * P(i))^-beta, normalised by the batch maximum so they only scale down.
             weights = (float(eligible) * probs) ** (-beta)
@@ -299,7 +304,7 @@ class Replay:
                 {
                     "sample_idx": np.arange(batch_size),
                     "slot": slots,
-                    "u": self._rng.random(batch_size),
+                    "u": rng.random(batch_size),
                     "win": pa.array([window] * batch_size, pa.int64()),
                 }
             )
@@ -385,10 +390,22 @@ class Replay:
         with self.store.fs.open(self.snapshot_path, "rb") as fh:
             table = pq.read_table(fh)
         meta = table.schema.metadata or {}
-        self._restored = dict(
-            zip(table.column("episode_id").to_pylist(), table.column("priority").to_pylist(), strict=True)
+        restored = zip(
+            table.column("episode_id").to_pylist(), table.column("priority").to_pylist(), strict=True
         )
-        self.max_priority = float(meta.get(b"max_priority", self.max_priority))
+        # A snapshot is a file in the store: a NaN, inf or non-positive priority in it must not reach
+        # the sampler (it would make every probability NaN); those trajectories start afresh.
+        self._restored = {e: p for e, p in restored if p is not None and _valid_priority(p)}
+        if len(self._restored) < table.num_rows:
+            log.warning(
+                "ignored %d non-finite or non-positive priorities in %s",
+                table.num_rows - len(self._restored),
+                self.store.url(self.snapshot_path),
+            )
+        saved_max = float(meta.get(b"max_priority", self.max_priority))
+        if not _valid_priority(saved_max):
+            saved_max = max(self._restored.values(), default=self.max_priority)
+        self.max_priority = saved_max
         self.policy_version = int(meta.get(b"policy_version", self.policy_version))
         # Inserts are counted again as the shards are re-ingested; samples are not.
         self.limiter.sampled = int(meta.get(b"sampled_steps", 0))
@@ -408,3 +425,7 @@ class Replay:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _valid_priority(value: float) -> bool:
+    return bool(np.isfinite(value)) and value > 0

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+
+from pydantic import model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -47,31 +50,71 @@ class ReplaySettings(BaseSettings):
     duckdb_threads: int = 2
     """Threads DuckDB may use for replay queries."""
 
+    @model_validator(mode="after")
+    def _checked(self) -> ReplaySettings:
+        return self.validate_all()
+
     def validate_all(self) -> ReplaySettings:
+        """Raise one `ValueError` naming every bad field with its `DISTRL_REPLAY_*` variable."""
         checks = [
-            (self.capacity_steps > 0, "capacity_steps must be > 0"),
+            ("capacity_steps", self.capacity_steps > 0, "must be > 0"),
             (
+                "min_size_steps",
                 0 <= self.min_size_steps <= self.capacity_steps,
-                "min_size_steps must be between 0 and capacity_steps, or sampling could never start",
+                "must be between 0 and capacity_steps, or sampling could never start",
             ),
-            (0 <= self.alpha <= 1, "alpha must be in [0, 1]"),
-            (0 <= self.beta_start <= self.beta_end <= 1, "need 0 <= beta_start <= beta_end <= 1"),
-            (self.beta_anneal_updates >= 1, "beta_anneal_updates must be >= 1"),
-            (self.initial_priority > 0 and self.min_priority > 0, "priorities must be > 0"),
-            (self.max_policy_lag is None or self.max_policy_lag >= 0, "max_policy_lag must be >= 0 or None"),
-            (self.block_size >= 2 and self.super_size >= 2, "block_size and super_size must be >= 2"),
-            (self.checkpoint_every_updates >= 1, "checkpoint_every_updates must be >= 1"),
+            ("alpha", 0 <= self.alpha <= 1, "must be in [0, 1]"),
             (
+                "beta_start",
+                0 <= self.beta_start <= self.beta_end <= 1,
+                "need 0 <= beta_start <= beta_end <= 1",
+            ),
+            ("beta_anneal_updates", self.beta_anneal_updates >= 1, "must be >= 1"),
+            # inf would pass `> 0` and turn every sampling probability into NaN.
+            ("initial_priority", _positive(self.initial_priority), "must be a finite number > 0"),
+            ("min_priority", _positive(self.min_priority), "must be a finite number > 0"),
+            (
+                "max_policy_lag",
+                self.max_policy_lag is None or self.max_policy_lag >= 0,
+                "must be >= 0 or None",
+            ),
+            (
+                "samples_per_insert",
+                self.samples_per_insert is None or _positive(self.samples_per_insert),
+                "must be a finite number > 0 or None",
+            ),
+            (
+                "error_buffer_steps",
+                math.isfinite(self.error_buffer_steps) and self.error_buffer_steps >= 0,
+                "must be a finite number >= 0",
+            ),
+            (
+                "block_size",
+                self.block_size >= 2 and self.super_size >= 2,
+                "block_size and super_size must be >= 2",
+            ),
+            ("checkpoint_every_updates", self.checkpoint_every_updates >= 1, "must be >= 1"),
+            ("duckdb_threads", self.duckdb_threads >= 1, "must be >= 1 (DuckDB needs at least one thread)"),
+            (
+                "learner_id",
                 self.learner_id.replace("_", "").replace("-", "").isalnum(),
-                "learner_id: letters, digits, _ and -",
+                "letters, digits, _ and -",
             ),
         ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(f"replay config: {message}")
+        problems = [
+            f"{name} (DISTRL_REPLAY_{name.upper()}) {message}, got {getattr(self, name)!r}"
+            for name, ok, message in checks
+            if not ok
+        ]
+        if problems:
+            raise ValueError("replay config: " + "; ".join(problems))
         return self
 
     def beta_at(self, update: int) -> float:
         """Linearly annealed importance-sampling exponent for learner update `update`."""
         frac = min(1.0, max(0, update) / self.beta_anneal_updates)
         return self.beta_start + frac * (self.beta_end - self.beta_start)
+
+
+def _positive(value: float) -> bool:
+    return math.isfinite(value) and value > 0

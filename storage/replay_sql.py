@@ -11,8 +11,8 @@ parameters only in single statements.
 Sampling (with replacement, exact in proportion to w = p^alpha):
 1. pick a super-block by inverse CDF: a running total over the few thousand super-blocks, and
    an ASOF join of uniform draws against it;
-2. pick a block inside it by an exponential race over its block sums (argmin of E/w, E ~ Exp(1),
-   wins with probability w / sum w);
+2. pick a block inside it by an exponential race over its block sums (argmin of E/w, E ~ Exp(1)
+   drawn by the caller, wins with probability w / sum w);
 3. pick a slot inside that block by the same race over the block's `ws` list.
 Each stage touches only O(draws * (B + S)) values and a few thousand super-block rows, so a batch
 costs about the same at 100k and 10M trajectories, and priority updates rewrite only the blocks
@@ -129,19 +129,21 @@ FROM blocks GROUP BY super;
 TOTALS = "SELECT coalesce(sum(wsum), 0), coalesce(sum(npos), 0) FROM supers WHERE wsum > 0"
 
 # Prepared once per connection (planning is a third of the cost at 100k trajectories). Reads the
-# registered table `sample_draws(k, r)`: one row per draw, r ~ U[0, 1) from the caller's RNG.
+# registered table `sample_draws(k, r, e2, e3)`: one row per draw, r ~ U[0, 1) and the Exp(1)
+# variables of its two races (e2: one per block of a super-block, e3: one per slot of a block), all
+# from the caller's generator, so that a seeded generator gives the same draws on any thread count.
 SAMPLE = """
 WITH cum AS (
     SELECT bids, bsums, sum(wsum) OVER (ORDER BY super) AS cend, sum(wsum) OVER () AS total
     FROM supers WHERE wsum > 0),
 total AS (SELECT max(total) AS t FROM cum),
-stage1 AS (SELECT d.k, cum.bids, cum.bsums
+stage1 AS (SELECT d.k, d.e2, d.e3, cum.bids, cum.bsums
            FROM sample_draws d CROSS JOIN total ASOF JOIN cum ON least(d.r * total.t, total.t) <= cum.cend),
 stage2 AS (
-    SELECT k, bids[list_position(keys, list_min(keys))] AS block
-    FROM (SELECT k, bids, list_transform(bsums, lambda w: -ln(1 - random()) / w) AS keys FROM stage1)),
+    SELECT k, e3, bids[list_position(keys, list_min(keys))] AS block
+    FROM (SELECT k, e3, bids, list_transform(bsums, lambda w, i: e2[i] / w) AS keys FROM stage1)),
 stage3 AS (
-    SELECT s.k, b.base, b.ws, list_transform(b.ws, lambda w: -ln(1 - random()) / w) AS keys
+    SELECT s.k, b.base, b.ws, list_transform(b.ws, lambda w, i: s.e3[i] / w) AS keys
     FROM stage2 s JOIN blocks b ON b.block = s.block)
 SELECT k, base + list_position(keys, list_min(keys)) - 1 AS slot, ws[list_position(keys, list_min(keys))] AS w
 FROM stage3 ORDER BY k
@@ -182,7 +184,7 @@ JOIN episodes e USING (slot)
 
 def prepare(con: duckdb.DuckDBPyConnection, *, fetch: bool = True) -> None:
     """Prepare SAMPLE (and FETCH_STEPS) on `con`; placeholders for their input tables let them bind."""
-    con.register("sample_draws", pa.table({"k": pa.array([], pa.int64()), "r": pa.array([], pa.float64())}))
+    con.register("sample_draws", _draws(np.empty(0), np.empty((0, 1)), np.empty((0, 1))))
     picks = {"sample_idx": pa.int64(), "slot": pa.int64(), "u": pa.float64(), "win": pa.int64()}
     con.register("picks", pa.table({name: pa.array([], type_) for name, type_ in picks.items()}))
     con.execute(f"PREPARE replay_sample AS {SAMPLE}")
@@ -192,9 +194,26 @@ def prepare(con: duckdb.DuckDBPyConnection, *, fetch: bool = True) -> None:
     con.unregister("picks")
 
 
-def sample_slots(con: duckdb.DuckDBPyConnection, uniforms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Run the prepared sampler: one draw per uniform number; returns (slots, weights w = p^alpha)."""
-    con.register("sample_draws", pa.table({"k": np.arange(len(uniforms)), "r": uniforms}))
+def _draws(r: np.ndarray, e2: np.ndarray, e3: np.ndarray) -> pa.Table:
+    def lists(values: np.ndarray) -> pa.Array:
+        return pa.FixedSizeListArray.from_arrays(pa.array(values.ravel()), values.shape[1]).cast(
+            pa.list_(pa.float64())
+        )
+
+    return pa.table({"k": np.arange(len(r), dtype=np.int64), "r": r, "e2": lists(e2), "e3": lists(e3)})
+
+
+def sample_slots(
+    con: duckdb.DuckDBPyConnection, rng: np.random.Generator, n: int, *, super_size: int, block_size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Run the prepared sampler for `n` draws, every random number taken from `rng`.
+
+    Returns (slots, weights w = p^alpha). Same generator state and same replay contents: same slots.
+    """
+    draws = _draws(
+        rng.random(n), rng.exponential(size=(n, super_size)), rng.exponential(size=(n, block_size))
+    )
+    con.register("sample_draws", draws)
     try:
         drawn = con.execute("EXECUTE replay_sample").fetchnumpy()
     finally:

@@ -3,8 +3,9 @@
 A collector hands over whole episodes; the writer buffers them and flushes a shard after
 `flush_episodes` episodes, after `flush_seconds` (from a background timer, so an idle collector
 does not sit on data) or on `close()`. An episode is never split across shards. A shard becomes
-visible only once complete: locally it is written to a hidden temp file and renamed, on S3 it is
-a single PUT. A flush that fails after its retries keeps the buffer and raises `ShardFlushError`.
+visible only once complete: locally it is written to a hidden temp file, fsynced and renamed (a
+killed writer's temp is swept by the next writer, see `storage.store.sweep_stale_temps`), on S3 it
+is a single PUT. A flush that fails after its retries keeps the buffer and raises `ShardFlushError`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage.schema import STEP_SCHEMA, conform, validate_table
-from storage.store import Store, atomic_put, redact
+from storage.store import Store, atomic_put, redact, sweep_stale_temps
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,10 @@ class ShardWriter:
         self.written: list[str] = []
         self.last_error: str | None = None
         self._timer: threading.Thread | None = None
+        try:  # leftovers of writers killed mid-flush (never a live one's: see sweep_stale_temps)
+            sweep_stale_temps(store)
+        except OSError as exc:
+            log.warning("could not sweep stale temp files: %s", redact(str(exc)))
         if config.flush_seconds > 0:
             self._timer = threading.Thread(target=self._timer_loop, name=f"shard-timer-{config.collector_id}")
             self._timer.daemon = True

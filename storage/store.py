@@ -11,6 +11,8 @@ import logging
 import os
 import posixpath
 import re
+import socket
+import time
 import uuid
 from dataclasses import dataclass
 from functools import cached_property
@@ -23,6 +25,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 TRAJECTORIES_DIR = "trajectories"
 QUARANTINE_DIR = "quarantine"
 REPLAY_STATE_DIR = "replay"
+
+log = logging.getLogger(__name__)
 
 _SECRET_ENV_VARS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID", "DISTRL_JUDGE_API_KEY")
 
@@ -117,13 +121,65 @@ def atomic_put(store: Store, path: str, payload: bytes) -> None:
     if store.is_local:
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        # A dot-prefixed temp name: readers glob *.parquet and skip hidden files.
-        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(payload)
-        tmp.replace(target)
+        # A dot-prefixed temp name (readers glob *.parquet and skip hidden files) that names its
+        # writer, so that `sweep_stale_temps` can tell a killed writer's leftover from a live write.
+        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.{os.getpid()}@{_HOST}.tmp")
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(payload)
+                fh.flush()
+                os.fsync(fh.fileno())  # the data is on disk before the name points at it
+            tmp.replace(target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     else:
         store.fs.pipe_file(path, payload)  # one PUT: an S3 object is visible only when complete
+
+
+_HOST = socket.gethostname().replace(".", "_").replace("@", "_") or "host"
+_TEMP = re.compile(r"^\..+\.[0-9a-f]{8}(?:\.(?P<pid>\d+)@(?P<host>[^./]+))?\.tmp$")
+
+
+def sweep_stale_temps(
+    store: Store, *, min_age_s: float = 3600.0, foreign_age_s: float = 86_400.0
+) -> list[str]:
+    """Remove temp files that killed writers left in a local store; returns their paths.
+
+    A temp is removed only when it is older than `min_age_s` and its writer (pid and host in its
+    name) is no longer running on this host; a temp from another host, or an older unnamed one,
+    only when older than `foreign_age_s`. A live write is never touched (and a reused pid only keeps
+    a leftover longer). S3 stores have no temp files: an object appears whole with its one PUT.
+    """
+    if not store.is_local or not Path(store.root).exists():
+        return []
+    now = time.time()
+    removed = []
+    for tmp in Path(store.root).rglob(".*.tmp"):
+        match = _TEMP.match(tmp.name)
+        try:
+            age = now - tmp.stat().st_mtime
+        except FileNotFoundError:  # renamed or removed meanwhile
+            continue
+        if match is None:
+            continue
+        ours = match["host"] == _HOST and match["pid"] is not None
+        if (ours and (age < min_age_s or _alive(int(match["pid"])))) or (not ours and age < foreign_age_s):
+            continue
+        tmp.unlink(missing_ok=True)
+        removed.append(tmp.as_posix())
+        log.info("removed stale temp file %s (%.0f s old)", tmp, age)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
 
 
 class RedactSecrets(logging.Filter):
@@ -143,5 +199,7 @@ def configure_logging(level: int = logging.WARNING) -> None:
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, RedactSecrets) for f in handler.filters):
             handler.addFilter(RedactSecrets())
+    # Capped at INFO unless DEBUG is asked for; then the filter above is what keeps the keys out
+    # of botocore's signing records.
     for noisy in ("botocore", "aiobotocore", "s3fs", "urllib3", "fsspec"):
-        logging.getLogger(noisy).setLevel(max(level, logging.INFO))
+        logging.getLogger(noisy).setLevel(level if level <= logging.DEBUG else max(level, logging.INFO))

@@ -20,7 +20,8 @@ AutoUI/VLM; start from the reference column for those. α lives in the replay's 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
 __all__ = ["ALGORITHMS", "LearnerConfig"]
@@ -115,7 +116,9 @@ class LearnerConfig:
         self.validate()
 
     def validate(self) -> None:
-        problems = []
+        problems = _type_problems(self)
+        if problems:  # the range checks below would fail with a TypeError naming no field
+            raise ValueError("LearnerConfig: " + "; ".join(problems))
         if self.algorithm not in ALGORITHMS:
             problems.append(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
         for name in (
@@ -156,3 +159,25 @@ class LearnerConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _type_problems(config: LearnerConfig) -> list[str]:
+    """Fields whose value is not of the default's kind (numbers finite), e.g. `actor_lr='abc'`."""
+    problems = []
+    for f in fields(config):
+        default, value = f.default, getattr(config, f.name)
+        if isinstance(default, bool) or f.name == "algorithm":
+            ok = isinstance(value, bool) or f.name == "algorithm"
+            kind = "true or false"
+        elif isinstance(default, float):
+            ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+            kind = "a finite number"
+        elif f.name == "max_policy_lag":
+            ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
+            kind = "an integer or null"
+        else:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+            kind = "an integer"
+        if not ok:
+            problems.append(f"{f.name} must be {kind}, got {value!r}")
+    return problems

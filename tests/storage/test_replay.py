@@ -239,3 +239,62 @@ def test_incremental_sums_match_a_full_rebuild(local_store: Store) -> None:
     blocks = replay.con.execute("SELECT wsum, list_sum(ws), npos FROM blocks").fetchall()
     assert all(w == pytest.approx(s) for w, s, _ in blocks)
     replay.close()
+
+
+def test_seeded_sampling_is_reproducible(local_store: Store) -> None:
+    """Same seed and same contents: the same draw, whatever DuckDB's thread count (issue 12, item 5)."""
+    _fill(local_store, 60, n_steps=None)
+
+    def draw(threads: int, seed: int):
+        replay = _replay(local_store, duckdb_threads=threads)
+        replay.ingest()
+        replay.update_priorities(np.arange(60), np.linspace(0.1, 5.0, 60))
+        batch = replay.sample(48, seed=seed, window=3)
+        replay.close()
+        return batch
+
+    first, again, other = draw(2, seed=1), draw(1, seed=1), draw(2, seed=2)
+    assert first.slots.tolist() == again.slots.tolist()
+    assert first.window_starts.tolist() == again.window_starts.tolist()
+    assert first.steps.to_pylist() == again.steps.to_pylist()
+    assert first.slots.tolist() != other.slots.tolist()
+
+
+@pytest.mark.parametrize("name", ["MIN_PRIORITY", "INITIAL_PRIORITY", "SAMPLES_PER_INSERT"])
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan"])
+def test_non_finite_priority_settings_are_refused(monkeypatch, name: str, value: str) -> None:
+    monkeypatch.setenv(f"DISTRL_REPLAY_{name}", value)
+    with pytest.raises(ValueError, match=f"DISTRL_REPLAY_{name}.*finite"):
+        ReplaySettings()
+
+
+def test_zero_duckdb_threads_names_the_variable(monkeypatch) -> None:
+    monkeypatch.setenv("DISTRL_REPLAY_DUCKDB_THREADS", "0")
+    with pytest.raises(ValueError, match="DISTRL_REPLAY_DUCKDB_THREADS"):
+        ReplaySettings()
+
+
+def test_infinite_write_back_and_snapshot_priorities_are_refused(local_store: Store) -> None:
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from storage.store import atomic_put
+
+    ids = _fill(local_store, 4)
+    replay = _replay(local_store)
+    replay.ingest()
+    with pytest.raises(ValueError, match="finite"):
+        replay.update_priorities(np.array([0]), np.array([np.inf]))
+    replay.close()
+    # A snapshot holding inf (a hand-edited or corrupted file) must not poison a restarted replay.
+    snapshot = pa.table({"episode_id": ids, "priority": [np.inf, 2.0, np.nan, 3.0]})
+    sink = io.BytesIO()
+    pq.write_table(snapshot.replace_schema_metadata({b"max_priority": b"inf"}), sink)
+    atomic_put(local_store, replay.snapshot_path, sink.getvalue())
+    again = _replay(local_store)
+    again.ingest()
+    assert np.all(np.isfinite(again.sample(32).probabilities))
+    assert again.max_priority == pytest.approx(3.0)
+    again.close()

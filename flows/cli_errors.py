@@ -1,0 +1,112 @@
+"""User errors of the `distrl` command line: one line naming the flag or variable and the fix.
+
+`main` turns the exceptions recognised here into `error: ...` and exit code 2 (the traceback only
+with -v); anything else is a bug and keeps its traceback. Flag values are checked by argparse
+types, settings read from `DISTRL_*` variables by their own validators.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import errno
+import os
+from collections.abc import Callable, Mapping
+
+from pydantic import ValidationError
+
+# Variables read outside a settings class (by name, in the judge and the deployments).
+_EXTRA_ENV = {"DISTRL_JUDGE_BASE_URL", "DISTRL_JUDGE_MODEL", "DISTRL_JUDGE_API_KEY", "DISTRL_PROJECT_DIR"}
+
+# Parameter-model fields whose command-line flag has another name.
+_FLAGS = {
+    "learner_config": "--learner",
+    "replay": "--replay",
+    "start_policy": "--policy",
+    "recent_days": "--recent-days",
+    "as_of": "--as-of",
+    "min_improvement": "--min-improvement",
+    "updates": "--updates",
+}
+
+
+class UserError(Exception):
+    """A mistake in the command line or the environment; the message says what to change."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (the usage text is one `--help` away)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _number(kind: Callable[[str], float], test: Callable[[float], bool], need: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {need}, got {text!r}") from None
+        if not test(value):
+            raise argparse.ArgumentTypeError(f"must be {need}, got {text}")
+        return value
+
+    return parse
+
+
+positive_int = _number(int, lambda v: v >= 1, "an integer >= 1")
+non_negative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
+positive_float = _number(float, lambda v: 0 < v < float("inf"), "a number > 0")
+port = _number(int, lambda v: 0 <= v <= 65535, "a TCP port number 0-65535 (0: any free port)")
+
+
+def user_error_message(exc: BaseException) -> str | None:
+    """The one-line message for a user error, or None when `exc` is not one."""
+    if isinstance(exc, UserError):
+        return str(exc)
+    if isinstance(exc, ValidationError):
+        parts = []
+        for error in exc.errors():
+            loc = [str(p) for p in error["loc"]]
+            where = _FLAGS.get(loc[0], loc[0]) if loc else exc.title
+            message = str(error["msg"]).removeprefix("Value error, ")
+            parts.append(f"{'.'.join([where, *loc[1:]])}: {message}")
+        return "; ".join(parts).replace("\n", " ")
+    return None
+
+
+def busy_port_error(exc: OSError, flag: str, value: int) -> UserError | None:
+    if exc.errno == errno.EADDRINUSE:
+        return UserError(
+            f"{flag} {value}: the port is in use; stop what listens there or choose another port"
+        )
+    if exc.errno in (errno.EACCES, errno.EADDRNOTAVAIL):
+        return UserError(
+            f"{flag} {value}: {exc.strerror}; choose a port above 1024 on an address of this host"
+        )
+    return None
+
+
+def known_env() -> set[str]:
+    """Every `DISTRL_*` variable the settings classes (and the few direct readers) understand."""
+    from storage.registry import RegistrySettings
+    from storage.replay_config import ReplaySettings
+    from storage.store import StoreSettings
+
+    names = set(_EXTRA_ENV)
+    for settings in (StoreSettings, ReplaySettings, RegistrySettings):
+        prefix = settings.model_config["env_prefix"]
+        names |= {f"{prefix}{name}".upper() for name in settings.model_fields}
+    return names
+
+
+def unknown_env_warnings(environ: Mapping[str, str] | None = None) -> list[str]:
+    """One warning per `DISTRL_*` variable that nothing reads (a typo is otherwise silently ignored)."""
+    environ = os.environ if environ is None else environ
+    known = known_env()
+    warnings = []
+    for name in sorted(n for n in environ if n.upper().startswith("DISTRL_") and n.upper() not in known):
+        close = difflib.get_close_matches(name.upper(), known, n=1)
+        hint = f"did you mean {close[0]}?" if close else "no setting has this name"
+        warnings.append(f"environment variable {name} is not used ({hint})")
+    return warnings

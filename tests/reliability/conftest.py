@@ -1,0 +1,43 @@
+"""The outside probe of issue 12, kept as a suite: the store fixtures (local folder, moto S3) of
+tests/storage, and a small filled store for the SQL probes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from storage.shards import ShardWriter, ShardWriterConfig
+from storage.store import Store
+from storage.synthetic import synthetic_episode
+from tests.storage.conftest import (  # noqa: F401  (fixtures)
+    ACCESS_KEY,
+    SECRET_KEY,
+    any_store,
+    aws_env,
+    aws_keys,
+    local_store,
+    moto_endpoint,
+    s3_store,
+)
+
+JUDGE_CANARY = "sk-judge-canary-7f3e9a1b2c"
+
+
+def fill(store: Store, episodes: int = 6, *, flush: int = 3, collector: str = "c0") -> list[str]:
+    """Write `episodes` synthetic episodes in shards of `flush`; returns their ids."""
+    rng = np.random.default_rng(len(collector) + episodes)
+    ids = []
+    config = ShardWriterConfig(pool="pool_a", collector_id=collector, flush_episodes=flush, flush_seconds=0)
+    with ShardWriter(store, config) as writer:
+        for _ in range(episodes):
+            episode = synthetic_episode(rng)
+            ids.append(episode.column("episode_id")[0].as_py())
+            writer.add_episode(episode)
+    return ids
+
+
+@pytest.fixture
+def canaries(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Secret values that must never reach any output: the judge key (always) and the S3 keys."""
+    monkeypatch.setenv("DISTRL_JUDGE_API_KEY", JUDGE_CANARY)
+    return [JUDGE_CANARY, SECRET_KEY, ACCESS_KEY]
