@@ -9,6 +9,7 @@ cannot import storage; ``tests/learner`` checks the two agree), ready for
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from distrl_core.envs.actions import Action, format_action
+from distrl_core.envs.actions import Action, format_action, utf8_safe
 from distrl_core.envs.observation import Observation
 from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
 from distrl_core.envs.simdroid.tasks import Task, get_task
@@ -51,7 +52,10 @@ class RolloutConfig:
     - ``greedy``: act by argmax (evaluation) instead of sampling (collection).
     - ``seed``: seeds episode ids and each episode's device RNG (distractors).
     - ``run_id``/``pool``/``collector_id``/``policy_name``/``policy_version``: recorded in every row.
-    - ``max_reset_failures``: consecutive failed resets after which an environment is dropped.
+    - ``max_reset_failures``: consecutive failed resets after which an environment is taken out of
+      the rollout (logged as an error); its remaining tasks go to the other environments.
+    - ``reset_backoff_s``: wait after a failed reset before the environment's next one, doubling
+      with each consecutive failure (a device that is restarting gets time to come back).
     """
 
     env: SimDroidEnvConfig = field(default_factory=lambda: SimDroidEnvConfig(screenshots=False, ui_xml=False))
@@ -64,10 +68,17 @@ class RolloutConfig:
     policy_name: str = "distrl-policy"
     policy_version: int = 0
     max_reset_failures: int = 3
+    reset_backoff_s: float = 0.5
 
     def __post_init__(self) -> None:
         if self.parallel_envs < 1:
             raise ValueError(f"RolloutConfig.parallel_envs must be >= 1, got {self.parallel_envs}")
+        if self.max_reset_failures < 1:
+            raise ValueError(f"RolloutConfig.max_reset_failures must be >= 1, got {self.max_reset_failures}")
+        if not 0.0 <= self.reset_backoff_s <= 60.0:
+            raise ValueError(
+                f"RolloutConfig.reset_backoff_s must be in [0, 60] seconds, got {self.reset_backoff_s}"
+            )
 
 
 @dataclass(frozen=True)
@@ -82,13 +93,19 @@ class EpisodeSummary:
     reward: float
     status: str = "ok"
     error: str | None = None
-    status: str = "ok"  # "ok", or "env_error" when the environment failed mid-episode
 
 
 @dataclass
 class RolloutResult:
+    """``rows``: step rows, plus one ``env_error`` row (step 0, no action) for each episode whose
+    reset failed, so that every attempted episode reaches the store. ``dropped_envs``: devices
+    taken out after ``max_reset_failures`` failed resets in a row; ``unattempted``: tasks left over
+    when no environment remained."""
+
     rows: list[dict[str, Any]]
     episodes: list[EpisodeSummary]
+    dropped_envs: list[str] = field(default_factory=list)
+    unattempted: int = 0
 
     @property
     def success_rate(self) -> float:
@@ -96,7 +113,7 @@ class RolloutResult:
 
     @property
     def num_steps(self) -> int:
-        return len(self.rows)
+        return sum(e.steps for e in self.episodes)
 
 
 def step_row(
@@ -128,7 +145,7 @@ def step_row(
         "instruction": observation.instruction,
         "observation_text": observation.ui_text,
         "screenshot_png": observation.screenshot_png,
-        "raw_output": output.raw_text,
+        "raw_output": utf8_safe(output.raw_text),  # Arrow strings are UTF-8: no lone surrogates
         "action": format_action(output.action),
         "action_valid": output.action.is_valid and not invalid,
         "reward": float(reward),
@@ -154,6 +171,28 @@ def _device_id(env: Any) -> str:
 
 def _env_kind(env: Any) -> str:
     return "sim" if isinstance(env, SimDroidEnv) else "adb"
+
+
+def _outage_row(config: RolloutConfig, episode_id: str, task: Task, env: Any, error: str) -> dict[str, Any]:
+    """The one row of an episode whose reset failed: it took no step, but it was attempted."""
+    empty = Observation(task.instruction, 0, (), (), "", "", None, (0, 0))
+    output = ActOutput("", Action.invalid("", error), 0.0, 0, 0.0, 0.0)
+    row = step_row(
+        config,
+        episode_id=episode_id,
+        task=task,
+        observation=empty,
+        output=output,
+        reward=0.0,
+        done=True,
+        invalid=True,
+        started_at=datetime.now(UTC),
+        latency_s=0.0,
+        device_id=_device_id(env),
+        env_kind=_env_kind(env),
+    )
+    row["episode_status"] = "env_error"
+    return row
 
 
 @dataclass
@@ -196,6 +235,9 @@ def run_episodes(
     episodes: list[EpisodeSummary] = []
     active: dict[int, _Episode] = {}
     pending = iter(queue)
+    failed_resets = [0] * len(envs)
+    dropped: list[str] = []
+    attempted = 0
 
     def finish(slot: int, episode: _Episode, success: bool, error: str | None = None) -> None:
         status = "ok" if error is None else "env_error"
@@ -214,16 +256,37 @@ def run_episodes(
         active.pop(slot, None)
 
     def start(slot: int) -> None:
+        nonlocal attempted
+        env = envs[slot]
         for task in pending:
+            attempted += 1
             # Seeded for reproducibility, but namespaced by the run: a re-run of a deployment with the
             # same seed must not produce ids the replay would drop as duplicates.
             episode_id = uuid.uuid5(uuid.NAMESPACE_OID, f"{config.run_id}/{rng.getrandbits(128):032x}").hex
             try:
-                observation = envs[slot].reset(task, seed=rng.getrandbits(31))
-            except Exception as exc:  # a device that cannot reset: record it, try the next task
-                log.warning("reset of %s for %s failed: %s", _device_id(envs[slot]), task.task_id, exc)
-                finish(slot, _Episode(episode_id, task, None), False, f"reset: {type(exc).__name__}: {exc}")  # type: ignore[arg-type]
+                observation = env.reset(task, seed=rng.getrandbits(31))
+            except Exception as exc:  # a device that cannot reset: record the attempt, back off
+                error = f"reset: {type(exc).__name__}: {exc}"
+                log.warning("reset of %s for %s failed: %s", _device_id(env), task.task_id, exc)
+                episode = _Episode(
+                    episode_id, task, None, [_outage_row(config, episode_id, task, env, error)]
+                )  # type: ignore[arg-type]
+                finish(slot, episode, False, error)
+                episodes[-1] = dataclasses.replace(episodes[-1], steps=0)
+                failed_resets[slot] += 1
+                if failed_resets[slot] >= config.max_reset_failures:
+                    dropped.append(_device_id(env))
+                    log.error(
+                        "taking %s out of this rollout: %d resets in a row failed (last: %s); "
+                        "its remaining tasks go to the other environments",
+                        _device_id(env),
+                        failed_resets[slot],
+                        error,
+                    )
+                    return
+                time.sleep(config.reset_backoff_s * 2 ** (failed_resets[slot] - 1))
                 continue
+            failed_resets[slot] = 0
             active[slot] = _Episode(episode_id, task, observation)
             return
 
@@ -263,7 +326,12 @@ def run_episodes(
             if result.done:
                 finish(slot, episode, bool(result.info.get("success", False)))
                 start(slot)
-    return RolloutResult(rows, episodes)
+    unattempted = len(queue) - attempted
+    if unattempted:
+        log.error(
+            "no environment left in this rollout (%s taken out): %d tasks not run", dropped, unattempted
+        )
+    return RolloutResult(rows, episodes, dropped, unattempted)
 
 
 def expert_actor(noise: float, seed: int) -> ActFn:

@@ -34,6 +34,7 @@ __all__ = [
     "Action",
     "ActionKind",
     "format_action",
+    "has_lone_surrogate",
     "parse_action",
     "swipe_endpoints",
     "to_pixels",
@@ -54,6 +55,23 @@ SWIPE_DIRECTION_POINTS: dict[str, tuple[tuple[float, float], tuple[float, float]
     "left": ((0.8, 0.5), (0.2, 0.5)),
     "right": ((0.2, 0.5), (0.8, 0.5)),
 }
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """True when ``text`` holds half of a UTF-16 surrogate pair: it has no UTF-8 form, so neither a
+    device nor a Parquet shard can take it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def utf8_safe(text: str) -> str:
+    """``text`` with surrogate pairs joined and lone surrogates replaced by U+FFFD."""
+    if not has_lone_surrogate(text):
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 class ActionKind(StrEnum):
@@ -160,6 +178,8 @@ class Action:
         elif kind in (ActionKind.TYPE, ActionKind.OPEN_APP):
             if not isinstance(self.text, str) or not self.text or len(self.text) > MAX_TEXT_CHARS:
                 raise ValueError(f"{kind} needs text= of 1..{MAX_TEXT_CHARS} characters")
+            if has_lone_surrogate(self.text):
+                raise ValueError(f"{kind} text contains a lone UTF-16 surrogate; it has no UTF-8 form")
             if kind is ActionKind.OPEN_APP and not self.text.strip():
                 raise ValueError("open_app needs a non-blank app name")
         elif kind is ActionKind.KEY:
@@ -208,7 +228,8 @@ class Action:
 
     @classmethod
     def invalid(cls, raw: str, reason: str) -> Action:
-        return cls(ActionKind.INVALID, raw=raw, reason=reason)
+        # Repaired so that the row it ends up in can still be written (Arrow strings are UTF-8).
+        return cls(ActionKind.INVALID, raw=utf8_safe(raw), reason=utf8_safe(reason))
 
     @property
     def is_valid(self) -> bool:
@@ -351,6 +372,8 @@ def _parse_call(name: str, args: str, raw: str) -> Action:
         return Action.invalid(raw, f"{kind.value} text must have 1..{MAX_TEXT_CHARS} characters")
     if kind is ActionKind.OPEN_APP and not text.strip():
         return Action.invalid(raw, "open_app needs a non-blank app name")
+    if has_lone_surrogate(text):
+        return Action.invalid(raw, f"{kind.value} text contains a lone UTF-16 surrogate (half an emoji)")
     return Action(kind, text=text)
 
 

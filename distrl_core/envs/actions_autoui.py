@@ -9,9 +9,14 @@ Points are ``[y, x]`` normalized to [0, 1]. Whether a DUAL_POINT is a tap or a s
 Android-in-the-Wild rule (google-research/android_in_the_wild ``action_matching.is_tap_action``,
 ``_SWIPE_DISTANCE_THRESHOLD = 0.04``): a tap when the Euclidean distance between touch and lift, in
 normalized (y, x) units, is at most 0.04, at the touch point; otherwise a swipe from touch to lift.
+The distance is compared exactly on the 4-decimal grid every Action is stored at (float arithmetic
+decides exact-0.04 distances both ways depending on where they lie on the screen).
 The [y, x] -> (x, y) swap and the action-type names follow DigiRL's ``autoui_translate_action``
-(digirl/environment/android/autoui_utils.py). DigiRL spells the impossible status both
-``TASK_IMPOSSIBLE`` and ``STATUS_TASK_IMPOSSIBLE``; both are accepted here.
+(digirl/environment/android/autoui_utils.py). DigiRL spells the impossible status
+``TASK_IMPOSSIBLE``; AutoUI's ``STATUS_TASK_IMPOSSIBLE`` (and ``TASK_COMPLETE``) are accepted too.
+
+Fields may come in any order. The parser is a single left-to-right scan (no backtracking regex), so
+its time is linear in the length of the model output, whatever the output.
 """
 
 from __future__ import annotations
@@ -20,19 +25,26 @@ import math
 import re
 from collections.abc import Callable
 
-from distrl_core.envs.actions import Action, ActionKind, swipe_endpoints
+from distrl_core.envs.actions import (
+    COORD_DECIMALS,
+    MAX_TEXT_CHARS,
+    Action,
+    ActionKind,
+    has_lone_surrogate,
+    swipe_endpoints,
+)
 
-__all__ = ["AUTOUI_TAP_DISTANCE", "format_autoui_action", "parse_autoui_action"]
+__all__ = ["AUTOUI_TAP_DISTANCE", "format_autoui_action", "is_tap", "parse_autoui_action"]
 
 AUTOUI_TAP_DISTANCE = 0.04
+_GRID = 10**COORD_DECIMALS
+_TAP_DISTANCE_UNITS = round(AUTOUI_TAP_DISTANCE * _GRID)  # 400 grid units
 
+# Neither pattern has nested or overlapping quantifiers: each whitespace run is crossed once.
 _DECISION = re.compile(r"action\s*decision\s*:", re.IGNORECASE)
-_TYPE = re.compile(r'"?action_type"?\s*:\s*"?([A-Za-z_]+)"?', re.IGNORECASE)
-_POINT_TEMPLATE = r'"?{name}"?\s*:\s*"?\[\s*([^\],]*?)\s*,\s*([^\],]*?)\s*\]"?'
-_TOUCH = re.compile(_POINT_TEMPLATE.format(name="touch_point"), re.IGNORECASE)
-_LIFT = re.compile(_POINT_TEMPLATE.format(name="lift_point"), re.IGNORECASE)
-# typed_text is the last field; its value runs to the last quote so inner quotes survive.
-_TYPED = re.compile(r'"?typed_text"?\s*:\s*"(.*)"', re.IGNORECASE | re.DOTALL)
+_KEY = re.compile(r'"?(action_type|touch_point|lift_point|typed_text)"?\s*:', re.IGNORECASE)
+# What may stand before a key that starts a field (besides the start of the decision).
+_FIELD_SEPARATORS = ",{;("
 
 _SIMPLE = {
     "PRESS_BACK": Action.press("BACK"),
@@ -45,12 +57,54 @@ _SIMPLE = {
 }
 
 
-def _read_yx(regex: re.Pattern[str], text: str) -> tuple[float, float] | None:
-    match = regex.search(text)
-    if not match:
+def _starts_field(body: str, start: int) -> bool:
+    i = start - 1
+    while i >= 0 and body[i].isspace():
+        i -= 1
+    return i < 0 or body[i] in _FIELD_SEPARATORS
+
+
+def _fields(body: str) -> dict[str, str]:
+    """The raw value text of each field, cut at the next field's key: order does not matter."""
+    starts: dict[str, tuple[int, int]] = {}  # name -> (key start, value start)
+    loose: dict[str, tuple[int, int]] = {}  # keys without a separator before them, as a fallback
+    for match in _KEY.finditer(body):
+        name = match.group(1).lower()
+        target = starts if _starts_field(body, match.start()) else loose
+        target.setdefault(name, (match.start(), match.end()))
+    for name, span in loose.items():
+        starts.setdefault(name, span)
+    ordered = sorted(starts.items(), key=lambda item: item[1][0])
+    values: dict[str, str] = {}
+    for i, (name, (_, value_start)) in enumerate(ordered):
+        end = ordered[i + 1][1][0] if i + 1 < len(ordered) else len(body)
+        value = body[value_start:end].rstrip()
+        if i + 1 < len(ordered) and value.endswith(","):
+            value = value[:-1]  # the separator before the next field
+        values[name] = value.strip()
+    return values
+
+
+def _unquote_word(value: str) -> str:
+    value = value.removeprefix('"').lstrip()
+    end = 0
+    while end < len(value) and (value[end].isascii() and (value[end].isalpha() or value[end] == "_")):
+        end += 1
+    return value[:end].upper()
+
+
+def _read_yx(value: str | None) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    value = value.removeprefix('"').lstrip()
+    close = value.find("]")
+    if not value.startswith("[") or close < 0:
+        return None
+    parts = value[1:close].split(",")
+    if len(parts) != 2:
         return None
     try:
-        y, x = float(match.group(1)), float(match.group(2))
+        y, x = float(parts[0]), float(parts[1])
     except ValueError:
         return None
     if not (math.isfinite(y) and math.isfinite(x)):
@@ -58,16 +112,52 @@ def _read_yx(regex: re.Pattern[str], text: str) -> tuple[float, float] | None:
     return y, x
 
 
-def _dual_point(text: str, raw: str) -> Action:
-    touch = _read_yx(_TOUCH, text)
-    lift = _read_yx(_LIFT, text)
+def _grid(value: float) -> int:
+    return round(round(value, COORD_DECIMALS) * _GRID)
+
+
+def is_tap(touch_yx: tuple[float, float], lift_yx: tuple[float, float]) -> bool:
+    """AitW's ``is_tap_action``: touch-to-lift distance <= 0.04 in normalized units.
+
+    Decided in integers on the 4-decimal grid an Action is stored at, so that a distance of exactly
+    0.04 is a tap everywhere on the screen (float64 ``math.dist`` calls [0.10,0.10]->[0.14,0.10] a
+    swipe but [0.90,0.30]->[0.94,0.30] a tap).
+    """
+    dy = _grid(touch_yx[0]) - _grid(lift_yx[0])
+    dx = _grid(touch_yx[1]) - _grid(lift_yx[1])
+    return dy * dy + dx * dx <= _TAP_DISTANCE_UNITS * _TAP_DISTANCE_UNITS
+
+
+def _dual_point(fields: dict[str, str], raw: str) -> Action:
+    touch = _read_yx(fields.get("touch_point"))
+    lift = _read_yx(fields.get("lift_point"))
     if touch is None or lift is None:
         return Action.invalid(raw, 'DUAL_POINT needs "touch_point": "[y, x]" and "lift_point": "[y, x]"')
     if not all(0.0 <= v <= 1.0 for v in (*touch, *lift)):
         return Action.invalid(raw, "DUAL_POINT coordinates must be normalized to [0, 1]")
-    if math.dist(touch, lift) <= AUTOUI_TAP_DISTANCE:
+    if is_tap(touch, lift):
         return Action.tap(point=(touch[1], touch[0]))
     return Action.swipe(start=(touch[1], touch[0]), end=(lift[1], lift[0]))
+
+
+def _type(fields: dict[str, str], raw: str) -> Action:
+    value = fields.get("typed_text")
+    close = -1 if value is None else value.rfind('"')
+    if value is None or not value.startswith('"') or close < 1:
+        return Action.invalid(raw, 'TYPE needs "typed_text": "<text>"')
+    text = value[1:close]  # up to the field's last quote, so inner quotes survive
+    if not text:
+        return Action.invalid(raw, 'TYPE needs a non-empty "typed_text"')
+    if len(text) > MAX_TEXT_CHARS:
+        return Action.invalid(
+            raw,
+            f"TYPE text has {len(text)} characters; at most {MAX_TEXT_CHARS} are typed (a runaway output?)",
+        )
+    if has_lone_surrogate(text):
+        return Action.invalid(
+            raw, "TYPE text contains a lone UTF-16 surrogate (half an emoji); it cannot be typed"
+        )
+    return Action.type_text(text)
 
 
 def parse_autoui_action(text: object) -> Action:
@@ -75,19 +165,15 @@ def parse_autoui_action(text: object) -> Action:
     if not isinstance(text, str):
         return Action.invalid(repr(text), f"expected a string, got {type(text).__name__}")
     try:
-        decision = _DECISION.split(text)
-        body = decision[-1]  # the plan before "Action Decision:" may itself name action types
-        type_match = _TYPE.search(body)
-        if not type_match:
+        body = _DECISION.split(text)[-1]  # the plan before "Action Decision:" may name action types
+        fields = _fields(body)
+        action_type = _unquote_word(fields.get("action_type", ""))
+        if not action_type:
             return Action.invalid(text, 'no "action_type" found in AutoUI output')
-        action_type = type_match.group(1).upper()
         if action_type == "DUAL_POINT":
-            return _dual_point(body, text)
+            return _dual_point(fields, text)
         if action_type == "TYPE":
-            typed = _TYPED.search(body)
-            if not typed or not typed.group(1).strip():
-                return Action.invalid(text, 'TYPE needs a non-empty "typed_text"')
-            return Action.type_text(typed.group(1))
+            return _type(fields, text)
         if action_type in _SIMPLE:
             return _SIMPLE[action_type]
         return Action.invalid(text, f"unknown AutoUI action_type {action_type!r}")

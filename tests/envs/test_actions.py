@@ -196,3 +196,15 @@ def test_keycodes_and_geometry_helpers() -> None:
 def test_str_of_an_action_is_its_canonical_text() -> None:
     assert str(Action.open_app("Clock")) == 'open_app("Clock")'
     assert str(Action.invalid("blah", "why")) == 'invalid("blah")'
+
+
+def test_lone_surrogate_text_is_rejected_at_parse_time() -> None:
+    # json.loads turns the escape into half an emoji: no UTF-8 form, so no shard could store it.
+    action = parse_action('type("\\ud83d")')
+    assert not action.is_valid and "surrogate" in (action.reason or "")
+    assert parse_action('type("\\ud83d\\ude00")') == Action.type_text("\U0001f600")
+    raw = parse_action('type("\ud83d")')  # the raw character itself
+    assert not raw.is_valid
+    format_action(raw).encode("utf-8")  # what the step row stores stays writable
+    with pytest.raises(ValueError, match="surrogate"):
+        Action.type_text("\ud83d")

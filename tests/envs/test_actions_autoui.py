@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from distrl_core.envs.actions import Action, ActionKind
-from distrl_core.envs.actions_autoui import AUTOUI_TAP_DISTANCE, format_autoui_action, parse_autoui_action
+from distrl_core.envs.actions_autoui import format_autoui_action, parse_autoui_action
 
 
 def autoui(action_type: str, touch: str = "-1.0, -1.0", lift: str = "-1.0, -1.0", text: str = "") -> str:
@@ -59,6 +61,7 @@ def test_type_keeps_inner_quotes_and_spaces() -> None:
         "",
         "Action Decision: nothing here",
         autoui("TYPE", text=""),
+        autoui("TYPE", text="x" * 1001),  # over MAX_TEXT_CHARS: a runaway generation
         autoui("DUAL_POINT"),  # the -1 placeholders are not on screen
         autoui("DUAL_POINT", "0.5, abc", "0.5, 0.5"),
         autoui("DUAL_POINT", "0.5, 1.5", "0.5, 0.5"),
@@ -71,6 +74,64 @@ def test_malformed_autoui_output_is_invalid(text: str) -> None:
     assert not action.is_valid
     assert action.raw == text
     assert "internal parser error" not in (action.reason or "")
+
+
+@pytest.mark.parametrize(
+    ("touch", "lift"),
+    [
+        ("0.10, 0.10", "0.14, 0.10"),  # float64: 0.04000000000000001, once called a swipe
+        ("0.90, 0.30", "0.94, 0.30"),  # float64: 0.039999999999999925
+        ("0.30, 0.90", "0.30, 0.94"),
+        ("0.50, 0.50", "0.524, 0.532"),  # a 3-4-5 triangle: exactly 0.04 diagonally
+        ("0.0, 0.0", "0.04, 0.0"),
+    ],
+)
+def test_exactly_004_apart_is_a_tap_everywhere_as_aitw_defines_it(touch: str, lift: str) -> None:
+    # AitW is_tap_action: distance <= 0.04 is a tap.
+    action = parse_autoui_action(autoui("DUAL_POINT", touch, lift))
+    assert action.kind is ActionKind.TAP, action
+
+
+@pytest.mark.parametrize(("touch", "lift"), [("0.10, 0.10", "0.1401, 0.10"), ("0.50, 0.50", "0.5241, 0.532")])
+def test_just_over_004_is_a_swipe(touch: str, lift: str) -> None:
+    assert parse_autoui_action(autoui("DUAL_POINT", touch, lift)).kind is ActionKind.SWIPE
+
+
+def test_whitespace_only_text_types_a_space_as_digirl_does() -> None:
+    assert parse_autoui_action(autoui("TYPE", text=" ")) == Action.type_text(" ")
+
+
+def test_text_over_the_limit_is_a_clear_error_not_an_internal_one() -> None:
+    action = parse_autoui_action(autoui("TYPE", text="y" * 5000))
+    assert not action.is_valid
+    assert "5000 characters" in (action.reason or "") and "at most 1000" in (action.reason or "")
+
+
+def test_lone_surrogate_is_rejected_but_a_pair_types_the_emoji() -> None:
+    lone = parse_autoui_action(autoui("TYPE", text="hi \ud83d"))
+    assert not lone.is_valid and "surrogate" in (lone.reason or "")
+    lone.raw.encode("utf-8")  # the invalid action itself can still be stored
+    assert parse_autoui_action(autoui("TYPE", text="\U0001f600")) == Action.type_text("\U0001f600")
+
+
+_FIELDS = {
+    "action_type": '"action_type": "TYPE"',
+    "touch_point": '"touch_point": "[-1.0, -1.0]"',
+    "lift_point": '"lift_point": "[-1.0, -1.0]"',
+    "typed_text": '"typed_text": "best buy, \\"cheap\\" tv"',
+}
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(_FIELDS)))
+@pytest.mark.parametrize("separator", [", ", ",", ",\n  "])
+def test_field_order_does_not_matter(order: tuple[str, ...], separator: str) -> None:
+    body = separator.join(_FIELDS[name] for name in order)
+    typed = parse_autoui_action("Action Decision: " + body)
+    assert typed == Action.type_text('best buy, \\"cheap\\" tv'), body
+    tap = body.replace('"TYPE"', '"DUAL_POINT"').replace("-1.0, -1.0", "0.25, 0.75")
+    assert parse_autoui_action("Action Decision: " + tap) == Action.tap(point=(0.75, 0.25)), tap
+    braced = parse_autoui_action("Action Decision: {" + body + "}")
+    assert braced == typed
 
 
 def test_plan_before_decision_does_not_leak_into_the_action() -> None:
@@ -89,7 +150,8 @@ coords = st.floats(min_value=0.0, max_value=1.0, allow_nan=False).map(lambda v: 
 def test_autoui_format_and_parse_agree(y1: float, x1: float, y2: float, x2: float) -> None:
     swipe_or_tap = parse_autoui_action(autoui("DUAL_POINT", f"{y1}, {x1}", f"{y2}, {x2}"))
     assert swipe_or_tap.is_valid
-    far = ((y1 - y2) ** 2 + (x1 - x2) ** 2) ** 0.5 > AUTOUI_TAP_DISTANCE
+    # Exact on the 4-decimal grid (the coordinates are rounded to it): 0.04 is 400 units.
+    far = round((y1 - y2) * 10_000) ** 2 + round((x1 - x2) * 10_000) ** 2 > 400**2
     assert (swipe_or_tap.kind is ActionKind.SWIPE) == far
     again = parse_autoui_action("Action Decision: " + format_autoui_action(swipe_or_tap))
     assert again == swipe_or_tap

@@ -106,7 +106,7 @@ def test_observation_mirrors_the_device(start_fake_adb: Callable[..., FakeAdbSer
     assert observation.activity == phone.current_activity()
     assert observation.ui_text.startswith("[0] ")
     assert observation.screenshot_png is not None
-    assert Image.open(io.BytesIO(observation.screenshot_png)).size == (270, 600)
+    assert Image.open(io.BytesIO(observation.screenshot_png)).size == (1080, 2400)  # what `wm size` says
     assert observation.extras["serial"] == "emulator-5556"
 
 

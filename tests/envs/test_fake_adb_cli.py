@@ -110,8 +110,9 @@ def test_adb_pull_after_uiautomator_dump_and_push(cli_server: FakeAdbServer, tmp
 
 def test_adbutils_helpers_work_against_the_fake(fake_adb: FakeAdbServer) -> None:
     device = adbutils.AdbClient("127.0.0.1", fake_adb.port).device(SERIAL)
+    # Tapping at screenshot pixels must hit the same spot on the screen: one size for both.
     assert device.window_size() == (1080, 2400)
-    assert device.screenshot().size == (270, 600)
+    assert device.screenshot().size == (1080, 2400)
     device.app_start(SETTINGS)  # monkey -p ...
     current = device.app_current()
     assert current.package == SETTINGS
@@ -152,3 +153,13 @@ def test_run_fake_adb_serves_until_interrupted(tmp_path: Path) -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_screen_scale_shrinks_the_whole_screen_consistently(
+    start_fake_adb: Callable[..., FakeAdbServer],
+) -> None:
+    server = start_fake_adb(devices=1, screen_scale=0.25)
+    device = adbutils.AdbClient("127.0.0.1", server.port).device(SERIAL)
+    assert device.window_size() == (270, 600)
+    assert device.screenshot().size == (270, 600)
+    assert 'bounds="[0,0][270,600]"' in device.dump_hierarchy()

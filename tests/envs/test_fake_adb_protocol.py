@@ -109,7 +109,7 @@ def test_tport_answers_with_the_8_byte_transport_id_then_serves_the_device(fake_
         ("host:transport:emulator-9999", "device 'emulator-9999' not found"),
         ("host:tport:serial:nope", "device 'nope' not found"),
         ("host:transport-any", "more than one device/emulator"),
-        ("host:transport-usb", "no devices/emulators found"),
+        ("host:transport-usb", "no devices found"),  # adb: -d finds no USB device
         ("host:transport-id:7", "no device with transport id '7'"),
     ],
 )

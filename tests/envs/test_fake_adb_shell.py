@@ -114,7 +114,7 @@ def test_wm_size_getprop_and_unknown_command(device: FakeDevice) -> None:
     assert sh(device, "wm size") == ("Physical size: 1080x2400\n", "", 0)
     assert sh(device, "getprop ro.serialno")[0] == "emulator-5554\n"
     assert "[ro.build.version.sdk]: [34]" in sh(device, "getprop")[0]
-    assert sh(device, "pm list packages") == ("", "/system/bin/sh: pm: inaccessible or not found\n", 127)
+    assert sh(device, "cmd package list") == ("", "/system/bin/sh: cmd: inaccessible or not found\n", 127)
 
 
 def test_uiautomator_dump_writes_the_file_cat_reads_it_rm_removes_it(device: FakeDevice) -> None:

@@ -68,8 +68,47 @@ def test_environment_failures_end_episodes_as_env_error_and_the_rollout_goes_on(
     failing_reset = SimDroidEnvConfig(
         device=SimDroidConfig(faults=FaultConfig(reset_fail_prob=1.0)), reset_retries=0, screenshots=False
     )
-    result = run_episodes(expert_actor(0.0, seed=0), tasks[:2], RolloutConfig(env=failing_reset))
-    assert [e.status for e in result.episodes] == ["env_error", "env_error"] and result.rows == []
+    config = RolloutConfig(env=failing_reset, reset_backoff_s=0.0)
+    result = run_episodes(expert_actor(0.0, seed=0), tasks[:2], config)
+    assert [e.status for e in result.episodes] == ["env_error", "env_error"]
+    # Every attempt reaches the store, as one step-0 row with no action, so SQL can count outages.
+    assert [(r["step"], r["episode_status"], r["action_valid"], r["done"]) for r in result.rows] == [
+        (0, "env_error", False, True)
+    ] * 2
+    assert result.num_steps == 0 and all(e.steps == 0 for e in result.episodes)
+    steps_to_table(result.rows)
+
+
+class _NeverResets(SimDroidEnv):
+    def __init__(self, config, serial: str) -> None:
+        super().__init__(config)
+        self.device.serial = serial
+        self.resets = 0
+
+    def reset(self, task=None, seed=None):
+        self.resets += 1
+        raise ConnectionError("emulator is rebooting")
+
+
+def test_an_environment_that_keeps_failing_resets_is_taken_out_and_every_attempt_is_recorded(caplog):
+    env_config = SimDroidEnvConfig(screenshots=False, ui_xml=False)
+    broken = _NeverResets(env_config, "emulator-5554")
+    healthy = SimDroidEnv(env_config)
+    healthy.device.serial = "emulator-5556"
+    tasks = [f"general-train-{i:04d}" for i in range(0, 60, 6)]
+    config = RolloutConfig(max_reset_failures=2, reset_backoff_s=0.0)
+    result = run_episodes(expert_actor(0.0, seed=0), tasks, config, envs=[broken, healthy])
+    assert broken.resets == 2  # not one per pending task: it was taken out after two
+    assert result.dropped_envs == ["emulator-5554"] and result.unattempted == 0
+    assert "taking emulator-5554 out of this rollout" in caplog.text
+    assert len(result.episodes) == len(tasks)
+    assert [e.status for e in result.episodes].count("env_error") == 2
+    assert {r["episode_id"] for r in result.rows} == {e.episode_id for e in result.episodes}
+    steps_to_table(result.rows)
+
+    alone = run_episodes(expert_actor(0.0, seed=0), tasks, config, envs=[_NeverResets(env_config, "e")])
+    assert len(alone.episodes) == 2 and alone.unattempted == len(tasks) - 2
+    assert "tasks not run" in caplog.text
 
 
 def test_caller_environments_are_reused_and_recorded():

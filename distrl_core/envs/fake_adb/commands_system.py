@@ -73,6 +73,7 @@ def am(device: FakeDevice, args: list[str], stdin: bytes) -> ShellOutput:
     subcommand, rest = args[0], args[1:]
     if subcommand == "force-stop" and rest:
         device.phone.force_stop(rest[-1])
+        device.log("ActivityManager", f"Force stopping {rest[-1]} appid=10100 user=0: from pid 4242")
         return ShellOutput()
     if subcommand not in ("start", "start-activity"):
         return _error(f"Error: unknown command '{subcommand}' (the fake am knows start and force-stop)")
@@ -99,6 +100,7 @@ def am(device: FakeDevice, args: list[str], stdin: bytes) -> ShellOutput:
             stderr=f"{message}\n".encode(),
             exit_code=1,
         )
+    device.log("ActivityTaskManager", f"START u0 {{cmp={component}}} from uid 2000")
     return _text(f"Starting: Intent {{ cmp={component} }}\n")
 
 

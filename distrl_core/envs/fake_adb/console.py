@@ -42,11 +42,15 @@ def read_or_create_token(path: Path) -> str:
 class FakeEmulatorConsole:
     """The console of one fake device, listening on its own port."""
 
-    def __init__(self, device: FakeDevice, host: str, port: int, token_path: Path):
+    def __init__(
+        self, device: FakeDevice, host: str, port: int, token_path: Path, idle_timeout_s: float | None = 600.0
+    ):
         self.device = device
         self.token_path = token_path
         self._token = read_or_create_token(token_path)
-        self._service = TcpService(host, port, self._handle, name=f"fake-console-{device.serial}")
+        self._service = TcpService(
+            host, port, self._handle, name=f"fake-console-{device.serial}", idle_timeout_s=idle_timeout_s
+        )
 
     @property
     def port(self) -> int:

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+MAX_LOG_LINES = 5000  # the log ring buffer's size; older lines drop off, as in logcat's buffers
 # Directories every Android device has; anything else becomes a directory once a file is written below it.
 _BASE_DIRECTORIES = ("/", "/sdcard", "/data", "/data/local", "/data/local/tmp", "/storage", "/system")
 
@@ -56,9 +57,11 @@ class FileEntry:
 
 @dataclass
 class FakeFilesystem:
-    """A flat map of absolute paths to files; directories exist implicitly above files."""
+    """A flat map of absolute paths to files; directories exist implicitly above files, or
+    explicitly (``mkdir``) in ``directories``."""
 
     files: dict[str, FileEntry] = field(default_factory=dict)
+    directories: set[str] = field(default_factory=set)
 
     @staticmethod
     def normalize(path: str) -> str:
@@ -74,10 +77,13 @@ class FakeFilesystem:
 
     def is_dir(self, path: str) -> bool:
         path = self.normalize(path)
-        if path in _BASE_DIRECTORIES:
+        if path in _BASE_DIRECTORIES or path in self.directories:
             return True
         prefix = path.rstrip("/") + "/"
-        return any(name.startswith(prefix) for name in self.files)
+        return any(name.startswith(prefix) for name in (*self.files, *self.directories))
+
+    def mkdir(self, path: str) -> None:
+        self.directories.add(self.normalize(path))
 
     def write(self, path: str, data: bytes, mode: int = 0o660, mtime: int | None = None) -> None:
         path = self.normalize(path)
@@ -123,7 +129,7 @@ class FakeFilesystem:
         }
         children |= {
             base[len(prefix) + 1 :].split("/", 1)[0]
-            for base in _BASE_DIRECTORIES
+            for base in (*_BASE_DIRECTORIES, *self.directories)
             if base != path and base.startswith(prefix + "/")
         }
         return sorted(children)
@@ -171,6 +177,9 @@ class FakeDevice:
         # Set when the server stops, so a long `sleep` on the device ends and the server can join its thread.
         self.stopping = threading.Event()
         self.snapshots: dict[str, EmulatorSnapshot] = {}
+        # `adb reverse` listeners (device-side remote -> host-side local) and the logcat buffer.
+        self.reverses: dict[str, str] = {}
+        self.log_lines: list[str] = []
         self.idle_error_prob = idle_error_prob
         # A separate stream from the simulator's, so enabling this fault leaves SimDroid's draws unchanged.
         self._idle_rng = random.Random(f"{seed}:{phone.serial}:uiautomator")
@@ -179,6 +188,13 @@ class FakeDevice:
     def state(self) -> str:
         """The word ``adb devices`` prints for it."""
         return "device" if self.phone.online else "offline"
+
+    def log(self, tag: str, message: str, priority: str = "I") -> None:
+        """Append a line to the device's log buffer, laid out like ``logcat -v threadtime``."""
+        now = time.time()
+        stamp = time.strftime("%m-%d %H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
+        self.log_lines.append(f"{stamp}  1000  1000 {priority} {tag}: {message}")
+        del self.log_lines[:-MAX_LOG_LINES]
 
     def draw_idle_state_error(self) -> bool:
         """Whether this ``uiautomator dump`` fails with "could not get idle state" (an animating screen)."""

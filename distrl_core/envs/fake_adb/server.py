@@ -42,8 +42,15 @@ class FakeAdbConfig:
         an empty file turns auth off). None: ``~/.emulator_console_auth_token``, like the emulator.
     idle_error_prob: chance that a ``uiautomator dump`` fails with "could not get idle state" (an
         ADB-level fault, drawn from its own seeded stream per device).
-    simdroid: screen size, screenshot scale and distractor-dialog rate of each phone (its ``faults``
-        and ``seed`` are replaced per device as described above).
+    simdroid: screen size and distractor-dialog rate of each phone (its ``faults`` and ``seed`` are
+        replaced per device as described above; its ``screenshot_scale`` is not used, see screen_scale).
+    screen_scale: the served phone's screen is ``simdroid``'s width x height times this (1.0: 1080x2400).
+        ``wm size``, ``screencap``, ``uiautomator dump`` bounds and ``input`` all use that one size, as on
+        a real device, so a client may tap at screenshot pixels. 0.25 (270x600) renders ~10x faster.
+    serials: the devices' serials instead of emulator-5554, ... (e.g. a network device's
+        ``127.0.0.1:5555``, which ``host:connect``/``host:disconnect`` then attach and detach).
+    idle_timeout_s: a client connection that sends nothing for this long is closed, so abandoned or
+        half-open connections do not each hold a server thread forever (None: never).
     server_version: what ``host:version`` answers; 41 matches adb 1.0.41 (platform-tools 29+). A
         command-line adb whose version differs kills the server and starts its own, so keep it equal to
         the client's (``adb version``).
@@ -59,8 +66,21 @@ class FakeAdbConfig:
     idle_error_prob: float = 0.0
     simdroid: SimDroidConfig = field(default_factory=SimDroidConfig)
     server_version: int = 41
+    screen_scale: float = 1.0
+    serials: tuple[str, ...] | None = None
+    idle_timeout_s: float | None = 60.0
 
     def __post_init__(self) -> None:
+        if not 0.0 < self.screen_scale <= 1.0:
+            raise ValueError(f"screen_scale must be in (0, 1], got {self.screen_scale} (0.25 serves 270x600)")
+        if self.idle_timeout_s is not None and self.idle_timeout_s <= 0:
+            raise ValueError(f"idle_timeout_s must be > 0 seconds or None, got {self.idle_timeout_s}")
+        if self.serials is not None and (
+            len(self.serials) != self.devices
+            or len(set(self.serials)) != self.devices
+            or not all(self.serials)
+        ):
+            raise ValueError(f"serials must name each of the {self.devices} devices once, got {self.serials}")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be 0..65535 (0 = any free port), got {self.port}")
         if self.devices < 1:
@@ -78,6 +98,8 @@ class FakeAdbConfig:
             )
 
     def device_serials(self) -> list[str]:
+        if self.serials is not None:
+            return list(self.serials)
         first = self.console_base_port or FIRST_EMULATOR_PORT
         return [f"emulator-{first + 2 * index}" for index in range(self.devices)]
 
@@ -92,8 +114,15 @@ class FakeAdbServer:
         for index, serial in enumerate(self.config.device_serials()):
             offset = 1000 * self.config.seed + index
             device_faults = dataclasses.replace(faults, seed=faults.seed + offset)
+            base = self.config.simdroid
             phone_config = dataclasses.replace(
-                self.config.simdroid, faults=device_faults, seed=self.config.simdroid.seed + offset
+                base,
+                faults=device_faults,
+                seed=base.seed + offset,
+                # One size for everything a client sees: the screenshot is the whole screen, 1:1.
+                width=max(100, round(base.width * self.config.screen_scale)),
+                height=max(100, round(base.height * self.config.screen_scale)),
+                screenshot_scale=1.0,
             )
             phone = SimDroid(phone_config, serial=serial)
             devices.append(
@@ -137,10 +166,18 @@ class FakeAdbServer:
         try:
             for index, device in enumerate(self.devices):
                 console_port = 0 if config.console_base_port is None else config.console_base_port + 2 * index
-                console = FakeEmulatorConsole(device, config.host, console_port, self.console_token_path)
+                console = FakeEmulatorConsole(
+                    device, config.host, console_port, self.console_token_path, config.idle_timeout_s
+                )
                 console.start()
                 self._consoles[device.serial] = console
-            self._adb = TcpService(config.host, config.port, self._handle, name="fake-adb-server")
+            self._adb = TcpService(
+                config.host,
+                config.port,
+                self._handle,
+                name="fake-adb-server",
+                idle_timeout_s=config.idle_timeout_s,
+            )
             self._adb.start()
         except BaseException:
             self.stop()

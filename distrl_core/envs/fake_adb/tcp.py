@@ -2,6 +2,8 @@
 
 ``socketserver.ThreadingTCPServer`` alone leaves handler threads blocked in ``recv`` on shutdown; this
 wrapper remembers the live client sockets and shuts them down so each handler returns, then joins them.
+Every client socket also gets an idle timeout: a client that connects and then sends nothing (a
+half-open or abandoned connection) is dropped, so it does not hold a thread forever.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ ConnectionHandler = Callable[[socket.socket], None]
 
 class _Server(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
+    request_queue_size = 128  # bursts of connections (a client pool, a probe) wait in the backlog
     daemon_threads = False
     block_on_close = True
 
-    def __init__(self, address: tuple[str, int], handle: ConnectionHandler):
+    def __init__(self, address: tuple[str, int], handle: ConnectionHandler, idle_timeout_s: float | None):
         self.handle_connection = handle
+        self.idle_timeout_s = idle_timeout_s
         self.live: set[socket.socket] = set()
         self.live_lock = threading.Lock()
         self.closing = False
@@ -39,6 +43,8 @@ class _Handler(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         sock: socket.socket = self.request
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # Each blocking recv/send then raises TimeoutError after this long without progress.
+        sock.settimeout(self.server.idle_timeout_s)
         with self.server.live_lock:
             if self.server.closing:  # accepted just before stop(): do not start a conversation
                 return
@@ -57,10 +63,19 @@ class _Handler(socketserver.BaseRequestHandler):
 
 
 class TcpService:
-    """Listens on ``host:port`` (0 picks a free port) and runs ``handle(sock)`` per connection in a thread."""
+    """Listens on ``host:port`` (0 picks a free port) and runs ``handle(sock)`` per connection in a thread.
 
-    def __init__(self, host: str, port: int, handle: ConnectionHandler, name: str):
-        self._server = _Server((host, port), handle)
+    ``idle_timeout_s``: how long one read or write may wait for the client (None: forever).
+    """
+
+    def __init__(
+        self, host: str, port: int, handle: ConnectionHandler, name: str, idle_timeout_s: float | None = 60.0
+    ):
+        if idle_timeout_s is not None and idle_timeout_s <= 0:
+            raise ValueError(
+                f"idle_timeout_s must be > 0 seconds (or None for no timeout), got {idle_timeout_s}"
+            )
+        self._server = _Server((host, port), handle, idle_timeout_s)
         self._name = name
         self._thread: threading.Thread | None = None
         self._stop_lock = threading.Lock()

@@ -39,10 +39,10 @@ def recv_exact(sock: socket.socket, size: int) -> bytes:
 def read_request(sock: socket.socket) -> str:
     """Read one length-prefixed request and return its payload as text."""
     header = recv_exact(sock, 4)
-    try:
-        length = int(header.decode("ascii"), 16)
-    except (UnicodeDecodeError, ValueError) as error:
-        raise ClientGone(f"bad request length header {header!r}") from error
+    # Exactly four hex digits: int() alone would also take "-001", "+0a1" or " 0a1".
+    if not all(byte in b"0123456789abcdefABCDEF" for byte in header):
+        raise ClientGone(f"bad request length header {header!r}")
+    length = int(header, 16)
     if length > MAX_REQUEST_BYTES:
         raise ClientGone(f"request of {length} bytes is larger than {MAX_REQUEST_BYTES}")
     return recv_exact(sock, length).decode("utf-8", errors="replace")

@@ -1,0 +1,82 @@
+"""Shell commands a person debugging a device reaches for: ``pm list packages``, ``logcat``, ``pwd``,
+``mkdir``, ``touch``. Minimal, with Android 14's (toybox's) messages; what they do not cover they
+refuse the way the real command does. The caller holds the device lock.
+
+``logcat`` prints the device's log buffer (activity starts and force-stops) and returns: ``-d`` is
+the honest form; a streaming ``logcat`` ends after the dump instead of waiting for new lines.
+"""
+
+from __future__ import annotations
+
+from distrl_core.envs.fake_adb.commands_system import ShellOutput
+from distrl_core.envs.fake_adb.device import FakeDevice
+from distrl_core.envs.simdroid.catalog import APPS, LAUNCHER
+
+
+def _packages() -> list[str]:
+    return sorted({LAUNCHER, *(app.package for app in APPS), "android", "com.android.shell"})
+
+
+def pm(device: FakeDevice, args: list[str], stdin: bytes) -> ShellOutput:
+    if args[:2] in (["list", "packages"], ["list", "package"]):
+        words = [arg for arg in args[2:] if not arg.startswith("-")]
+        wanted = words[0] if words else ""
+        lines = "".join(f"package:{name}\n" for name in _packages() if wanted in name)
+        return ShellOutput(stdout=lines.encode())
+    if args[:1] == ["path"] and len(args) > 1:
+        if args[1] in _packages():
+            return ShellOutput(stdout=f"package:/data/app/{args[1]}/base.apk\n".encode())
+        return ShellOutput(exit_code=1)
+    if not args:
+        return ShellOutput(stderr=b"usage: pm [list|path] ...\n", exit_code=1)
+    return ShellOutput(stderr=f"Unknown command: {args[0]}\n".encode(), exit_code=255)
+
+
+def logcat(device: FakeDevice, args: list[str], stdin: bytes) -> ShellOutput:
+    if "-c" in args or "--clear" in args:
+        device.log_lines.clear()
+        return ShellOutput()
+    unknown = [a for a in args if a.startswith("-") and a not in ("-d", "-v", "-b", "-s", "-t", "-T")]
+    if unknown:
+        return ShellOutput(
+            stderr=f"logcat: unknown option -- {unknown[0].lstrip('-')}\n".encode(), exit_code=1
+        )
+    return ShellOutput(stdout="".join(line + "\n" for line in device.log_lines).encode())
+
+
+def pwd(device: FakeDevice, args: list[str], stdin: bytes) -> ShellOutput:
+    return ShellOutput(stdout=b"/\n")  # adb shell starts every command in /
+
+
+def mkdir(device: FakeDevice, args: list[str], stdin: bytes) -> ShellOutput:
+    parents = any(arg.startswith("-") and "p" in arg for arg in args)
+    err = bytearray()
+    for path in (arg for arg in args if not arg.startswith("-")):
+        files, normalized = device.files, device.files.normalize(path)
+        parent = normalized.rsplit("/", 1)[0] or "/"
+        if files.stat(normalized) is not None:
+            if not parents or not files.is_dir(normalized):
+                err += f"mkdir: '{path}': File exists\n".encode()
+        elif not parents and not files.is_dir(parent):
+            err += f"mkdir: '{path}': No such file or directory\n".encode()
+        else:
+            files.mkdir(normalized)
+    return ShellOutput(stderr=bytes(err), exit_code=1 if err else 0)
+
+
+def touch(device: FakeDevice, args: list[str], stdin: bytes) -> ShellOutput:
+    err = bytearray()
+    for path in (arg for arg in args if not arg.startswith("-")):
+        files, normalized = device.files, device.files.normalize(path)
+        parent = normalized.rsplit("/", 1)[0] or "/"
+        if files.is_dir(normalized):
+            continue
+        if not files.is_dir(parent):
+            err += f"touch: '{path}': No such file or directory\n".encode()
+            continue
+        entry = files.files.get(normalized)
+        files.write(normalized, entry.data if entry else b"", entry.mode if entry else 0o660)
+    return ShellOutput(stderr=bytes(err), exit_code=1 if err else 0)
+
+
+COMMANDS = {"pm": pm, "logcat": logcat, "pwd": pwd, "mkdir": mkdir, "touch": touch}
