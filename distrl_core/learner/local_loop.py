@@ -17,6 +17,7 @@ import numpy as np
 from distrl_core.envs.sim_env import SimDroidEnvConfig
 from distrl_core.envs.simdroid.device import SimDroidConfig
 from distrl_core.envs.simdroid.tasks import Task, load_tasks
+from distrl_core.learner.groups import group_tasks, sample_groups
 from distrl_core.learner.learner import Learner
 from distrl_core.rollout import RolloutConfig, run_episodes
 
@@ -79,6 +80,9 @@ class LoopConfig:
     - ``train_eval_tasks``: also evaluate greedily on this many train tasks per round (0 = skip).
     - ``replay_capacity``/``alpha``: the in-memory replay (α only matters for A-RIDE's priorities).
     - ``env``: the environment (distractor dialogs on at 10%, as SimDroidEnv's default).
+    - ``group_size`` (algorithm "gigpo" only): each round collects ``episodes_per_round //
+      group_size`` groups of this many episodes of one task under one env seed, and each update
+      trains on ``batch_size // group_size`` whole groups drawn uniformly (learner.groups).
     - ``seed``: task order, rollouts and replay sampling.
     """
 
@@ -94,6 +98,7 @@ class LoopConfig:
     replay_capacity: int = 2000
     alpha: float = 0.6
     parallel_envs: int = 16
+    group_size: int = 4
     env: SimDroidEnvConfig = field(
         default_factory=lambda: SimDroidEnvConfig(
             device=SimDroidConfig(distractor_prob=0.1), screenshots=False, ui_xml=False
@@ -160,14 +165,18 @@ def train_rounds(
         on_round(results[0])
     env_steps = episodes = 0
     for round_index in range(1, config.rounds + 1):
-        tasks = [train_tasks[i] for i in rng.integers(len(train_tasks), size=config.episodes_per_round)]
+        grouped, reset_seeds = learner.config.algorithm == "gigpo", None
+        if grouped:
+            tasks, reset_seeds = group_tasks(train_tasks, config.episodes_per_round, config.group_size, rng)
+        else:
+            tasks = [train_tasks[i] for i in rng.integers(len(train_tasks), size=config.episodes_per_round)]
         rollout = RolloutConfig(
             env=config.env,
             parallel_envs=config.parallel_envs,
             seed=int(rng.integers(2**31)),
             policy_version=learner.policy_version,
         )
-        collected = run_episodes(policy, tasks, rollout)
+        collected = run_episodes(policy, tasks, rollout, reset_seeds=reset_seeds)
         replay.add(collected.rows)
         env_steps += collected.num_steps
         episodes += len(collected.episodes)
@@ -175,7 +184,12 @@ def train_rounds(
         if len(replay) >= config.min_replay:
             sums: dict[str, float] = {}
             for _ in range(config.updates_per_round):
-                indices, rows, weights = replay.sample(config.batch_size, learner.beta_at())
+                if grouped:
+                    indices, rows, weights = sample_groups(
+                        replay.episodes, config.batch_size // config.group_size, rng
+                    )
+                else:
+                    indices, rows, weights = replay.sample(config.batch_size, learner.beta_at())
                 step_metrics, priorities = learner.update(rows, weights)
                 replay.update_priorities(indices, priorities)
                 for name, value in step_metrics.items():
