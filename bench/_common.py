@@ -128,8 +128,9 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 def write_result(name: str, document: dict) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
+    """bench/results/<name>.json, or <name>.json where <name> is a path (a smoke run's folder)."""
+    path = (RESULTS / name if "/" not in name else Path(name)).with_suffix(".json")
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(document, indent=2, default=str))
     return path
 

@@ -1,23 +1,31 @@
-"""Learning curves: A-RIDE vs DigiRL (filtered AWR) vs filtered BC, from one warm start, at equal
-environment steps, on a SimDroid family; plus the learner's update time on batch 16.
+"""Learning curves over seeds: A-RIDE vs its §4 form vs DigiRL (filtered AWR) vs filtered BC vs the
+critic-free group baseline (GiGPO-style), at equal environment steps, on General and Web Shopping.
+
+Per (family, seed): one warm start (SFT on noisy scripted-expert demonstrations of the train split),
+saved and shared by every method. Per (family, seed, method): rounds of collect episodes on train
+tasks with the current policy (sampling) → in-memory replay → learner updates → greedy evaluation
+on the held-out test split (``distrl_core.learner.train_rounds``), until ``--env-steps`` steps.
+
+A method's score for a seed is its final held-out success: the mean of its last 3 evaluations.
+Printed per method and family: the mean over seeds with its 95 % t-interval, and the relative gain
+of A-RIDE over DigiRL-AWR (ratio of the means − 1; plus the paired per-seed difference with its
+interval). Writes JSON and a PNG (mean curve with its 95 % band per method, one panel per family).
 
 Methods (``--methods``): ``aride`` (the default LearnerConfig: advantages normalised over the batch
 and clamped to their positive part, a documented deviation from ARCHITECTURE §4), ``aride_pure``
-(the §4 loss as written: signed, unnormalised Retrace advantages), ``aride_norm`` (normalised,
-signed), ``aride_pos`` (unnormalised, positive part only), ``digirl`` and ``filtered_bc``.
-``--learner KEY=VALUE`` overrides a LearnerConfig field for every method (tuning).
+(§4 as written: signed, unnormalised Retrace advantages), ``aride_norm``, ``aride_pos`` (one of the
+two changes each), ``digirl``, ``filtered_bc`` and ``gigpo`` (episode groups of ``--group-size``
+episodes of one task under one env seed; LoopConfig.group_size). ``--learner KEY=VALUE`` overrides
+a LearnerConfig field for every method (tuning). ``--validation`` tunes without the test split:
+the ``*-train-0`` phrasing template of each task kind is held out of the train split and used as
+the "held-out" set.
 
-``--validation`` tunes without looking at the test split: the first phrasing template of each task
-kind (``*-train-0``) is taken out of the train split, the warm start and RL use the rest, and the
-"held-out" numbers are on those validation tasks.
+``--jobs N`` runs the warm starts, then the (family, seed, method) runs, in N worker processes with
+one torch thread each (results do not depend on N). Only torch, transformers, numpy, pyarrow and
+pydantic are imported (no DuckDB, Prefect or MLflow), so it runs on a bare compute machine:
 
-Each method starts from the same warm-started policy (SFT on noisy scripted-expert demonstrations
-of the train split), then runs rounds of: collect episodes on train tasks with the current policy
-(sampling), add them to an in-memory replay, run learner updates, and evaluate greedily on the
-held-out test split. Everything runs in this process on one CPU thread. Writes JSON and a PNG:
-
-    .venv/bin/python bench/learning_curve.py [--family general] [--env-steps 6000] [--seed 0]
-        [--methods aride aride_pure aride_norm aride_pos digirl filtered_bc]
+    .venv/bin/python bench/learning_curve.py [--family general webshop] [--seeds 0 1 2]
+        [--env-steps 8000] [--methods aride aride_pure digirl filtered_bc gigpo] [--jobs 1]
         [--learner actor_lr=1e-3 ...] [--validation] [--out bench/results/learning_curve.json]
 """
 
@@ -25,32 +33,39 @@ from __future__ import annotations
 
 import argparse
 import ast
-import copy
 import json
 import os
 import platform
+import sys
+import tempfile
 import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread per worker: N workers on N cores
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's packages, not an install
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch
+from _stats import fmt_interval, t_interval
 
 from distrl_core.envs.simdroid.tasks import Task, load_tasks
 from distrl_core.learner import (
     Learner,
     LearnerConfig,
     LoopConfig,
-    StepBatch,
     WarmStartConfig,
     collect_demonstrations,
     evaluate_success,
     supervised_warm_start,
     train_rounds,
 )
-from distrl_core.policy import Policy, PolicyConfig
-from distrl_core.rollout import RolloutConfig, run_episodes
+from distrl_core.policy import Policy, PolicyConfig, load_policy, save_policy
 
 # name -> (algorithm, LearnerConfig overrides)
 METHODS: dict[str, tuple[str, dict]] = {
@@ -60,7 +75,10 @@ METHODS: dict[str, tuple[str, dict]] = {
     "aride_pos": ("aride", {"normalize_advantages": False, "positive_advantages_only": True}),
     "digirl": ("digirl", {}),
     "filtered_bc": ("filtered_bc", {}),
+    "gigpo": ("gigpo", {}),
 }
+DEFAULT_METHODS = ["aride", "aride_pure", "digirl", "filtered_bc", "gigpo"]
+LAST_K = 3  # a run's score: the mean of its last LAST_K held-out evaluations
 
 
 def parse_overrides(items: list[str]) -> dict:
@@ -75,19 +93,233 @@ def parse_overrides(items: list[str]) -> dict:
     return overrides
 
 
-def validation_split(family: str) -> tuple[list[Task], list[Task]]:
-    """(train, validation) from the train split: the ``*-train-0`` phrasing template of each task
-    kind goes to validation, as the test split holds out phrasings (and parameters)."""
-    train, validation = [], []
+def splits(family: str, validation: bool) -> tuple[list[Task], list[Task]]:
+    """(train, evaluation) tasks. With ``validation``, the ``*-train-0`` phrasing template of each
+    task kind moves from train to evaluation, as the test split holds out phrasings."""
+    if not validation:
+        return load_tasks(family, "train"), load_tasks(family, "test")
+    train, held = [], []
     for task in load_tasks(family, "train"):
         template = str(task.params.get("template", ""))
-        held = template.endswith("-0") if template else hash(task.task_id) % 5 == 0
-        (validation if held else train).append(task)
-    return train, validation
+        (held if template.endswith("-0") else train).append(task)
+    return train, held
 
 
-def update_timing(policy: Policy, family: str, repeats: int = 10) -> dict[str, float]:
-    """Seconds per learner update on 16 trajectories and on 16 single steps (median of repeats)."""
+def evaluate(policy, tasks: list[Task]) -> float:
+    """The bench's evaluation of a policy outside the rounds (the warm start): greedy success."""
+    return evaluate_success(policy, tasks, LoopConfig().env)
+
+
+def _quiet_worker() -> None:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # one "Loading weights" bar per policy load otherwise
+    torch.set_num_threads(1)
+
+
+def warm_start_job(family: str, seed: int, settings: dict, directory: str) -> dict:
+    started = time.perf_counter()
+    _quiet_worker()
+    policy = Policy.create(PolicyConfig(device="cpu", seed=seed))
+    warm = WarmStartConfig(
+        family=family, noise=settings["warm_start_noise"], updates=settings["warm_start_updates"], seed=seed
+    )
+    train, held = splits(family, settings["validation"])
+    demos = collect_demonstrations(warm, tasks=train)
+    supervised_warm_start(policy, demos.rows, warm)
+    save_policy(policy, directory)
+    return {
+        "family": family,
+        "seed": seed,
+        "heldout_success": evaluate(policy, held[: settings["eval_tasks"]]),
+        "demo_episodes": len(demos.episodes),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def method_job(family: str, seed: int, method: str, settings: dict, directory: str) -> dict:
+    started = time.perf_counter()
+    _quiet_worker()
+    algorithm, method_overrides = METHODS[method]
+    overrides = {**method_overrides, **settings["learner"]}
+    learner = Learner(
+        load_policy(directory, device="cpu"), LearnerConfig(algorithm=algorithm, seed=seed, **overrides)
+    )
+    loop = LoopConfig(
+        family=family,
+        rounds=10_000,
+        env_step_budget=settings["env_steps"],
+        episodes_per_round=settings["episodes_per_round"],
+        updates_per_round=settings["updates_per_round"],
+        group_size=settings["group_size"],
+        eval_tasks=settings["eval_tasks"],
+        train_eval_tasks=settings["train_eval_tasks"],
+        seed=seed,
+    )
+    train, held = splits(family, settings["validation"])
+
+    def report(r) -> None:
+        print(
+            f"{family:8s} seed {seed} {method:12s} round {r.round:3d} env_steps {r.env_steps:6d} "
+            f"held-out {r.heldout_success:.3f}",
+            flush=True,
+        )
+
+    rounds = train_rounds(learner, loop, report, train_tasks=train, test_tasks=held)
+    heldout = [r.heldout_success for r in rounds]
+    return {
+        "family": family,
+        "seed": seed,
+        "method": method,
+        "final_heldout": sum(heldout[-LAST_K:]) / len(heldout[-LAST_K:]),
+        "best_heldout": max(heldout),
+        "wall_s": round(time.perf_counter() - started, 1),
+        "learner_config": overrides,
+        "rounds": [
+            {
+                "round": r.round,
+                "env_steps": r.env_steps,
+                "episodes": r.episodes,
+                "heldout_success": round(r.heldout_success, 4),
+                "train_greedy_success": None
+                if r.train_greedy_success is None
+                else round(r.train_greedy_success, 4),
+                "collected_success": round(r.train_success, 4),
+                "updates": r.updates,
+                "seconds": round(r.seconds, 1),
+            }
+            for r in rounds
+        ],
+    }
+
+
+def run_jobs(fn: Callable[..., dict], jobs: list[tuple], workers: int) -> list[dict]:
+    """fn(*job) for every job, in worker processes when workers > 1; results in job order."""
+    if workers <= 1:
+        return [fn(*job) for job in jobs]
+    results: list[dict | None] = [None] * len(jobs)
+    # spawn: a forked copy of a process that already ran torch can deadlock in its thread pools.
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(fn, *job): i for i, job in enumerate(jobs)}
+        for future in as_completed(futures):
+            results[futures[future]] = future.result()
+    return results  # type: ignore[return-value]
+
+
+def summarise(warm: list[dict], runs: list[dict], families: list[str], methods: list[str]) -> dict:
+    summary: dict[str, dict] = {}
+    for family in families:
+        per_method = {}
+        for method in methods:
+            finals = [r["final_heldout"] for r in runs if r["family"] == family and r["method"] == method]
+            per_method[method] = {**t_interval(finals), "per_seed": finals}
+        entry: dict = {
+            "warm_start": t_interval([w["heldout_success"] for w in warm if w["family"] == family]),
+            "methods": per_method,
+        }
+        if "aride" in per_method and "digirl" in per_method:
+            aride, digirl = per_method["aride"], per_method["digirl"]
+            entry["aride_vs_digirl"] = {
+                "relative_gain_of_means": aride["mean"] / digirl["mean"] - 1 if digirl["mean"] > 0 else None,
+                "paired_difference": t_interval(
+                    [a - d for a, d in zip(aride["per_seed"], digirl["per_seed"], strict=True)]
+                ),
+            }
+        summary[family] = entry
+    return summary
+
+
+def print_summary(summary: dict, evaluated_on: str) -> None:
+    for family, entry in summary.items():
+        print(f"\n{family}: final {evaluated_on} success, mean of the last {LAST_K} evaluations")
+        print(f"  {'warm start':12s} {fmt_interval(entry['warm_start'])}")
+        for method, s in entry["methods"].items():
+            print(f"  {method:12s} {fmt_interval(s)}  per seed {[round(x, 3) for x in s['per_seed']]}")
+        if "aride_vs_digirl" in entry:
+            gain = entry["aride_vs_digirl"]
+            relative = gain["relative_gain_of_means"]
+            shown = "n/a (DigiRL at 0)" if relative is None else f"{relative:+.1%}"
+            print(
+                f"  A-RIDE vs DigiRL-AWR: {shown} relative (means); paired difference "
+                f"{fmt_interval(gain['paired_difference'])}"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--family", nargs="+", default=["general"], choices=["general", "webshop"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--env-steps", type=int, default=8000, help="environment-step budget per run")
+    parser.add_argument("--episodes-per-round", type=int, default=32)
+    parser.add_argument("--updates-per-round", type=int, default=8)
+    parser.add_argument("--group-size", type=int, default=4, help="gigpo: episodes per task per group")
+    parser.add_argument(
+        "--eval-tasks", type=int, default=None, help="first N held-out tasks only (smoke runs)"
+    )
+    parser.add_argument("--train-eval-tasks", type=int, default=0, help="also evaluate on N train tasks")
+    parser.add_argument("--warm-start-updates", type=int, default=40)
+    parser.add_argument("--warm-start-noise", type=float, default=0.3)
+    parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, choices=sorted(METHODS))
+    parser.add_argument("--learner", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--validation", action="store_true", help="evaluate on a validation split of train")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (one torch thread each)")
+    parser.add_argument("--out", default="bench/results/learning_curve.json")
+    args = parser.parse_args()
+    _quiet_worker()
+    settings = {**vars(args), "learner": parse_overrides(args.learner)}
+    LearnerConfig(**settings["learner"])  # a bad override fails now, not in every worker
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="learning-curve-") as tmp:
+        directory = {(f, s): str(Path(tmp) / f"{f}-{s}") for f in args.family for s in args.seeds}
+        warm = run_jobs(warm_start_job, [(f, s, settings, directory[f, s]) for f, s in directory], args.jobs)
+        for w in warm:
+            print(
+                f"warm start {w['family']} seed {w['seed']}: held-out {w['heldout_success']:.3f}", flush=True
+            )
+        timing = update_timing(directory[args.family[0], args.seeds[0]], args.family[0])
+        jobs = [(f, s, m, settings, directory[f, s]) for f, s in directory for m in args.methods]
+        runs = run_jobs(method_job, jobs, args.jobs)
+    evaluated_on = "validation" if args.validation else "held-out"
+    summary = summarise(warm, runs, args.family, args.methods)
+    document = {
+        "benchmark": "learning_curve",
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "torch_threads": 1,
+            "jobs": args.jobs,
+        },
+        "settings": {
+            **settings,
+            "score": f"mean of the last {LAST_K} evaluations; interval: 95 % t over seeds",
+            "policy": PolicyConfig().to_dict(),
+            "learner_defaults": LearnerConfig().to_dict(),
+            "evaluated_on": "validation (train *-train-0 templates)" if args.validation else "test split",
+        },
+        "wall_s": round(time.perf_counter() - started, 1),
+        "update_timing": timing,
+        "summary": summary,
+        "warm_starts": warm,
+        "runs": runs,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document, indent=2))
+    from _curves import plot_curves
+
+    plot_curves(document, out.with_suffix(".png"))
+    print_summary(summary, evaluated_on)
+    print(f"\nwrote {out} and {out.with_suffix('.png')} in {document['wall_s']:.0f} s")
+
+
+def update_timing(directory: str, family: str, repeats: int = 10) -> dict[str, float]:
+    """Seconds per A-RIDE update on 16 whole trajectories and on 16 single steps (median)."""
+    from distrl_core.learner import StepBatch
+    from distrl_core.rollout import RolloutConfig, run_episodes
+
+    policy = load_policy(directory, device="cpu")
     tasks = load_tasks(family, "train")
     rows = run_episodes(policy, tasks[:: max(1, len(tasks) // 16)][:16], RolloutConfig(seed=1)).rows
     by_episode: dict[str, list[dict]] = {}
@@ -95,161 +327,19 @@ def update_timing(policy: Policy, family: str, repeats: int = 10) -> dict[str, f
         by_episode.setdefault(row["episode_id"], []).append(row)
     episodes = list(by_episode.values())[:16]
     steps = [dict(r, episode_id=f"s{i}", step=0, done=True) for i, r in enumerate(rows[:16])]
-    learner = Learner(copy.deepcopy(policy), LearnerConfig(critic_warmup_updates=0))
+    learner = Learner(policy, LearnerConfig(critic_warmup_updates=0))
     timings = {}
     for name, batch_rows in (("16_trajectories", [r for e in episodes for r in e]), ("16_steps", steps)):
         batch = StepBatch.from_rows(batch_rows)
         learner.update(batch)  # warm the prompt cache and the allocator
         samples = []
         for _ in range(repeats):
-            started = time.perf_counter()
+            t = time.perf_counter()
             learner.update(batch)
-            samples.append(time.perf_counter() - started)
+            samples.append(time.perf_counter() - t)
         timings[f"update_s_{name}"] = round(sorted(samples)[len(samples) // 2], 4)
         timings[f"steps_in_{name}"] = batch.num_steps
     return timings
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--family", default="general", choices=["general", "webshop"])
-    parser.add_argument("--env-steps", type=int, default=8000, help="environment-step budget per method")
-    parser.add_argument("--episodes-per-round", type=int, default=32)
-    parser.add_argument("--updates-per-round", type=int, default=8)
-    parser.add_argument("--warm-start-updates", type=int, default=40)
-    parser.add_argument("--warm-start-noise", type=float, default=0.3)
-    parser.add_argument(
-        "--methods",
-        nargs="+",
-        default=["aride", "aride_pure", "aride_norm", "aride_pos", "digirl", "filtered_bc"],
-        choices=sorted(METHODS),
-    )
-    parser.add_argument("--learner", nargs="*", default=[], metavar="KEY=VALUE")
-    parser.add_argument(
-        "--validation", action="store_true", help="tune on a validation split of the train tasks"
-    )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="bench/results/learning_curve.json")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-
-    started = time.perf_counter()
-    policy = Policy.create(PolicyConfig(device="cpu", seed=args.seed))
-    warm = WarmStartConfig(
-        family=args.family, noise=args.warm_start_noise, updates=args.warm_start_updates, seed=args.seed
-    )
-    overrides = parse_overrides(args.learner)
-    train_tasks, test_tasks = (
-        validation_split(args.family)
-        if args.validation
-        else (load_tasks(args.family, "train"), load_tasks(args.family, "test"))
-    )
-    demos = collect_demonstrations(warm, tasks=train_tasks)
-    supervised_warm_start(policy, demos.rows, warm)
-    warm_s = time.perf_counter() - started
-    loop = LoopConfig(
-        family=args.family,
-        rounds=10_000,
-        env_step_budget=args.env_steps,
-        episodes_per_round=args.episodes_per_round,
-        updates_per_round=args.updates_per_round,
-        train_eval_tasks=66,
-        seed=args.seed,
-    )
-    heldout_start = evaluate_success(policy, test_tasks, loop.env)
-    print(f"warm start: held-out {heldout_start:.3f} after {warm_s:.0f} s", flush=True)
-
-    results: dict[str, dict] = {}
-    for method in args.methods:
-        algorithm, method_overrides = METHODS[method]
-        config = LearnerConfig(algorithm=algorithm, seed=args.seed, **{**method_overrides, **overrides})
-        learner = Learner(copy.deepcopy(policy), config)
-        method_started = time.perf_counter()
-
-        def report(r, method=method):
-            print(
-                f"{method:12s} round {r.round:3d} env_steps {r.env_steps:6d} held-out {r.heldout_success:.3f}",
-                flush=True,
-            )
-
-        rounds = train_rounds(learner, loop, report, train_tasks=train_tasks, test_tasks=test_tasks)
-        heldout = [r.heldout_success for r in rounds]
-        results[method] = {
-            "rounds": [
-                {
-                    "round": r.round,
-                    "env_steps": r.env_steps,
-                    "episodes": r.episodes,
-                    "heldout_success": round(r.heldout_success, 4),
-                    "train_greedy_success": None
-                    if r.train_greedy_success is None
-                    else round(r.train_greedy_success, 4),
-                    "collected_success": round(r.train_success, 4),
-                    "updates": r.updates,
-                    "seconds": round(r.seconds, 1),
-                }
-                for r in rounds
-            ],
-            "final_heldout": heldout[-1],
-            "best_heldout": max(heldout),
-            "mean_heldout_last_3": round(sum(heldout[-3:]) / len(heldout[-3:]), 4),
-            "wall_s": round(time.perf_counter() - method_started, 1),
-            "learner_config": {**method_overrides, **overrides},
-        }
-
-    document = {
-        "benchmark": "learning_curve",
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "torch_threads": 1},
-        "settings": {
-            **vars(args),
-            "policy": PolicyConfig().to_dict(),
-            "learner_defaults": LearnerConfig().to_dict(),
-            "evaluated_on": "validation (train *-train-0 templates)" if args.validation else "test split",
-        },
-        "warm_start": {
-            "heldout_success": heldout_start,
-            "demo_episodes": len(demos.episodes),
-            "seconds": round(warm_s, 1),
-        },
-        "update_timing": update_timing(policy, args.family),
-        "methods": results,
-    }
-    if "aride" in results and "digirl" in results and results["digirl"]["mean_heldout_last_3"] > 0:
-        document["aride_vs_digirl_relative"] = round(
-            results["aride"]["mean_heldout_last_3"] / results["digirl"]["mean_heldout_last_3"] - 1, 4
-        )
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(document, indent=2))
-    plot(document, out.with_suffix(".png"))
-    print(json.dumps({k: v for k, v in document.items() if k not in ("methods", "settings")}, indent=2))
-    print(
-        json.dumps({m: {k: v for k, v in r.items() if k != "rounds"} for m, r in results.items()}, indent=2)
-    )
-
-
-def plot(document: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for method, result in document["methods"].items():
-        xs = [r["env_steps"] for r in result["rounds"]]
-        ys = [r["heldout_success"] for r in result["rounds"]]
-        ax.plot(xs, ys, marker="o", markersize=3, label=method)
-    ax.axhline(document["warm_start"]["heldout_success"], color="grey", linestyle=":", label="warm start")
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel(f"success on {document['settings']['evaluated_on']} (greedy)")
-    ax.set_ylim(0, 1)
-    ax.set_title(f"SimDroid {document['settings']['family']}: held-out success vs experience")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 if __name__ == "__main__":

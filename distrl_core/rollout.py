@@ -209,6 +209,7 @@ def run_episodes(
     config: RolloutConfig | None = None,
     *,
     envs: Sequence[Any] | None = None,
+    reset_seeds: Sequence[int] | None = None,
 ) -> RolloutResult:
     """One episode per task (tasks may repeat). ``actor`` is a policy (``act(observations)``) or a
     function ``(envs, observations) -> outputs`` (e.g. the scripted expert, which reads the device).
@@ -216,7 +217,9 @@ def run_episodes(
     ``envs``: environments to use (SimDroidEnv or AdbEnv, kept by the caller across calls, e.g. a
     collector's emulators); by default ``config.parallel_envs`` fresh SimDroid environments. An
     environment that raises during reset or step ends that episode with status "env_error" and
-    the rollout goes on with the next task; the actor's own errors propagate.
+    the rollout goes on with the next task; the actor's own errors propagate. ``reset_seeds``: one
+    environment seed per task (e.g. the same for a group of episodes that must start alike); by
+    default each episode's seed is drawn from ``config.seed``.
     """
     config = config or RolloutConfig()
     queue = [get_task(t) if isinstance(t, str) else t for t in tasks]
@@ -234,7 +237,11 @@ def run_episodes(
     rows: list[dict[str, Any]] = []
     episodes: list[EpisodeSummary] = []
     active: dict[int, _Episode] = {}
-    pending = iter(queue)
+    if reset_seeds is not None and len(reset_seeds) != len(queue):
+        raise ValueError(
+            f"reset_seeds has {len(reset_seeds)} entries for {len(queue)} tasks; pass one per task"
+        )
+    pending = iter(zip(queue, reset_seeds if reset_seeds is not None else [None] * len(queue), strict=True))
     failed_resets = [0] * len(envs)
     dropped: list[str] = []
     attempted = 0
@@ -258,13 +265,14 @@ def run_episodes(
     def start(slot: int) -> None:
         nonlocal attempted
         env = envs[slot]
-        for task in pending:
+        for task, reset_seed in pending:
             attempted += 1
             # Seeded for reproducibility, but namespaced by the run: a re-run of a deployment with the
             # same seed must not produce ids the replay would drop as duplicates.
             episode_id = uuid.uuid5(uuid.NAMESPACE_OID, f"{config.run_id}/{rng.getrandbits(128):032x}").hex
             try:
-                observation = env.reset(task, seed=rng.getrandbits(31))
+                seed = rng.getrandbits(31)  # drawn even when given, so the episode ids stay the same
+                observation = env.reset(task, seed=seed if reset_seed is None else reset_seed)
             except Exception as exc:  # a device that cannot reset: record the attempt, back off
                 error = f"reset: {type(exc).__name__}: {exc}"
                 log.warning("reset of %s for %s failed: %s", _device_id(env), task.task_id, exc)

@@ -264,7 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     retrain.add_argument("--as-of", default=None, help="last day of the window, yyyy-mm-dd (default: today)")
     retrain.add_argument("--updates", type=int, default=200, help="learner updates")
-    retrain.add_argument("--algorithm", choices=["aride", "digirl", "filtered_bc"], default="aride")
+    # LearnerConfig's Algorithm, written out: importing it here would load torch at every start-up.
+    retrain.add_argument("--algorithm", choices=["aride", "digirl", "filtered_bc", "gigpo"], default="aride")
     retrain.add_argument(
         "--learner",
         nargs="*",

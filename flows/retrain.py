@@ -24,6 +24,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field, field_validator
 
+from distrl_core.learner.config import Algorithm
 from storage.registry import CHAMPION
 from tasks.evaluation import evaluate_version, record_evaluation
 from tasks.learner import LearnerParams, close_learner, ingest_shards, publish_policy, train_block
@@ -65,7 +66,11 @@ class RetrainParams(BaseModel):
     updates_per_block: int = Field(
         25, ge=1, description="Updates per `train_block` task run (what the Prefect UI shows)."
     )
-    algorithm: str = Field("aride", description="'aride', 'digirl' or 'filtered_bc'.")
+    algorithm: Algorithm = Field(
+        "aride",
+        description="'aride', 'digirl', 'filtered_bc' or 'gigpo' (critic-free, groups of episodes of one "
+        "task and policy version within a batch; see LearnerConfig).",
+    )
     seed: int = Field(0, description="Seeds the learner.")
     learner_config: dict[str, Any] = Field(
         default_factory=dict,

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
-from distrl_core.learner.config import LearnerConfig
+from distrl_core.learner.config import Algorithm, LearnerConfig
 from distrl_core.learner.learner import Learner
 from distrl_core.policy import load_policy, save_policy
 from storage.registry import PolicyRegistry
@@ -49,8 +49,21 @@ class LearnerParams(BaseModel):
         description="`ingest_shards` starts a scan in a background thread and returns the last finished "
         "scan's report, so updates never wait on Parquet reads (the asynchronous learner); False: ingest now.",
     )
-    algorithm: str = Field("aride", description="'aride', 'digirl' or 'filtered_bc'.")
+    algorithm: Algorithm = Field(
+        "aride",
+        description="'aride', 'digirl', 'filtered_bc' or 'gigpo' (critic-free, groups of episodes of one "
+        "task and policy version within a batch; see LearnerConfig).",
+    )
     seed: int = Field(0, description="Seeds the learner.")
+
+    @model_validator(mode="after")
+    def _gigpo_needs_whole_episodes(self) -> LearnerParams:
+        if self.algorithm == "gigpo" and self.window is not None:
+            raise ValueError(
+                f"algorithm 'gigpo' compares whole episodes' returns, but window={self.window} samples "
+                "pieces of them; set window=None"
+            )
+        return self
 
 
 @dataclass

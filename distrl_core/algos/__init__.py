@@ -30,6 +30,13 @@ Baselines (`baselines`, DigiRL arXiv 2406.11896 and filtered BC)
     curriculum_mask(trajectory_returns, instruction_values, top_fraction=0.1) -> (B,) bool
     filtered_awr_loss(logp_pi, advantages, mask, keep=None, threshold=0.05) -> scalar
     filtered_bc_loss(logp_pi, mask, success) -> scalar
+Critic-free group baseline (`group`, GiGPO-style, verl-agent 2025)
+    group_normalize(x, group_ids, valid, *, use_std=True, eps=1e-6) -> ((N,), group sizes (N,))
+    gigpo_advantages(rewards, dones, mask, episode_groups, step_groups, *, gamma, omega=1, use_std=True,
+                     eps=1e-6) -> GroupAdvantages(advantages, episode, step, returns, singleton_step_fraction)
+    clipped_policy_loss(logp_pi, logp_mu, advantages, mask, *, clip_eps, entropy=None, entropy_coef=0,
+                        invalid=None, invalid_penalty=0, repeat=None, repeat_penalty=0)
+        -> ClippedLoss(loss, policy_gradient, entropy, penalty, clip_fraction)
 Helpers (`masking`)
     masked_mean(x, mask) -> scalar
 """
@@ -43,6 +50,13 @@ from distrl_core.algos.baselines import (
     filtered_bc_loss,
 )
 from distrl_core.algos.entropy import candidate_entropy, candidate_log_probs, token_entropy
+from distrl_core.algos.group import (
+    ClippedLoss,
+    GroupAdvantages,
+    clipped_policy_loss,
+    gigpo_advantages,
+    group_normalize,
+)
 from distrl_core.algos.losses import PolicyLoss, critic_loss, policy_loss, trajectory_critic_loss
 from distrl_core.algos.masking import masked_mean
 from distrl_core.algos.priorities import dper_priority, importance_weights, linear_schedule
@@ -50,10 +64,13 @@ from distrl_core.algos.ratios import importance_ratios, truncate_ratios
 from distrl_core.algos.retrace import RetraceTargets, discounted_returns, retrace_targets
 
 __all__ = [
+    "ClippedLoss",
+    "GroupAdvantages",
     "PolicyLoss",
     "RetraceTargets",
     "candidate_entropy",
     "candidate_log_probs",
+    "clipped_policy_loss",
     "critic_loss",
     "curriculum_mask",
     "digirl_step_advantages",
@@ -61,6 +78,8 @@ __all__ = [
     "dper_priority",
     "filtered_awr_loss",
     "filtered_bc_loss",
+    "gigpo_advantages",
+    "group_normalize",
     "importance_ratios",
     "importance_weights",
     "linear_schedule",

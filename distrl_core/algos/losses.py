@@ -33,7 +33,7 @@ def _row_weights(is_weights: torch.Tensor | None, like: torch.Tensor) -> torch.T
     return is_weights.detach().to(like.dtype).unsqueeze(1)
 
 
-def _flag_mean(flags: torch.Tensor | None, logp: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+def flag_mean(flags: torch.Tensor | None, logp: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
     """mean over real steps of flag_t · log π_t (0 when no flags are given)."""
     if flags is None:
         return logp.new_zeros(())
@@ -89,7 +89,7 @@ def policy_loss(
         if entropy.shape != logp_pi.shape:
             raise ValueError(f"entropy has shape {tuple(entropy.shape)}; expected {tuple(logp_pi.shape)}")
         mean_entropy = masked_mean(entropy, real)
-    penalty = invalid_penalty * _flag_mean(invalid, logp, real) + repeat_penalty * _flag_mean(
+    penalty = invalid_penalty * flag_mean(invalid, logp, real) + repeat_penalty * flag_mean(
         repeat, logp, real
     )
     loss = pg - entropy_coef * mean_entropy + penalty

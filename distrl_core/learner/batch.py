@@ -33,19 +33,19 @@ REQUIRED_COLUMNS = (
     "action_token_count",
     "policy_version",
 )
+# Read when present: the replay's draw index, the screenshot, and the task id (gigpo's groups).
+OPTIONAL_COLUMNS = ("sample_idx", "screenshot_png", "task_id")
 
 
 def _columns(rows: Any) -> dict[str, list[Any]]:
     """Column lists from a pyarrow table (duck-typed: ``to_pydict``) or a sequence of dicts."""
     if hasattr(rows, "to_pydict"):
-        names = [c for c in (*REQUIRED_COLUMNS, "sample_idx", "screenshot_png") if c in rows.column_names]
+        names = [c for c in (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS) if c in rows.column_names]
         data = rows.select(names).to_pydict()
     else:
         rows = list(rows)
         keys = set(rows[0]) if rows else set(REQUIRED_COLUMNS)
-        data = {
-            k: [r[k] for r in rows] for k in (*REQUIRED_COLUMNS, "sample_idx", "screenshot_png") if k in keys
-        }
+        data = {k: [r[k] for r in rows] for k in (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS) if k in keys}
     missing = [c for c in REQUIRED_COLUMNS if c not in data]
     if missing:
         raise ValueError(
@@ -61,7 +61,8 @@ class StepBatch:
     ``flat_index``/``row_first`` place each flat step into the (B, T) grid (see policy.StepLayout).
     ``repeat`` marks a step whose action and screen equal the previous step's (the action changed
     nothing and was taken again). ``history_complete`` is False when a row starts mid-episode, so
-    the previous actions of its first steps are unknown.
+    the previous actions of its first steps are unknown. ``task_ids``: each row's task id, or its
+    first instruction when the rows carry no ``task_id`` column.
     """
 
     steps: list[StepInput]
@@ -79,6 +80,7 @@ class StepBatch:
     is_weights: torch.Tensor | None  # (B,) float32
     episode_ids: list[str]
     history_complete: bool
+    task_ids: list[str]
 
     @property
     def size(self) -> int:
@@ -111,11 +113,12 @@ class StepBatch:
         versions = np.zeros((rows_n, cols_n), dtype=np.int64)
         mask = np.zeros((rows_n, cols_n), dtype=bool)
         steps: list[StepInput] = []
-        flat_index, row_first, success, episode_ids = [], [], [], []
+        flat_index, row_first, success, episode_ids, task_ids = [], [], [], [], []
         history_complete = True
         for b, members in enumerate(order):
             row_first.append(len(steps))
             episode_ids.append(data["episode_id"][members[0]])
+            task_ids.append(data.get("task_id", data["instruction"])[members[0]])
             success.append(float(bool(data["episode_success"][members[0]])))
             history_complete &= data["step"][members[0]] == 0
             history: list[str] = []
@@ -163,6 +166,7 @@ class StepBatch:
             is_weights=weights,
             episode_ids=episode_ids,
             history_complete=history_complete,
+            task_ids=task_ids,
         )
 
     def to(self, device: torch.device | str) -> StepBatch:
@@ -220,4 +224,5 @@ class StepBatch:
             is_weights=None if self.is_weights is None else self.is_weights[index.to(self.is_weights.device)],
             episode_ids=[self.episode_ids[b] for b in rows],
             history_complete=self.history_complete,
+            task_ids=[self.task_ids[b] for b in rows],
         )

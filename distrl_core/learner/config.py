@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-__all__ = ["ALGORITHMS", "LearnerConfig"]
+__all__ = ["ALGORITHMS", "Algorithm", "LearnerConfig"]
 
-ALGORITHMS = ("aride", "digirl", "filtered_bc")
+Algorithm = Literal["aride", "digirl", "filtered_bc", "gigpo"]
+ALGORITHMS: tuple[str, ...] = get_args(Algorithm)
 
 
 @dataclass
@@ -34,7 +35,8 @@ class LearnerConfig:
     """Hyper-parameters of ``Learner.update``.
 
     - ``algorithm``: "aride" (Retrace actor-critic with DPER priorities), "digirl" (doubly-robust
-      advantages, instruction curriculum, filtered AWR) or "filtered_bc" (successes only).
+      advantages, instruction curriculum, filtered AWR), "filtered_bc" (successes only) or "gigpo"
+      (critic-free group-relative advantages, GiGPO-style: algos.group).
     - ``gamma``: discount γ. ``lam``: Retrace trace λ. ``rho_max``/``c_max``: truncation of the
       ratios in the targets/advantage (ρ̄) and in the traces (c).
     - ``actor_lr``/``critic_lr``: AdamW learning rates of the actor (backbone, scoring head) and of
@@ -73,11 +75,18 @@ class LearnerConfig:
       an exponential moving average of its weights with this decay (~1/(1-decay) updates), not
       the raw weights of the last update; 0 publishes the raw weights. See learner/averaging.py
       and docs/performance.md for the measurement behind the default.
+    - ``group_use_std``/``group_step_weight``/``clip_eps`` (gigpo only): divide by the group's std
+      when normalising returns within a group (False: subtract the group mean only); ω, the weight
+      of the step-level (anchor-state) advantage added to the episode-level one; ε of the clipped
+      ratio clip(π/μ, 1 − ε, 1 + ε). Groups are the batch's episodes of one task collected by one
+      policy version (see ``objectives.group_ids``), so feed it whole groups of whole episodes
+      (``LoopConfig.group_size``). Uses no critic: ``critic_warmup_updates`` does not apply, and
+      the value heads are not trained. Uniform priorities, like the other baselines.
     - ``seed``: seeds torch before each update's randomness-free computation (CPU determinism).
     - ``mixed_precision``: bfloat16 autocast on CUDA (ignored on CPU).
     """
 
-    algorithm: Literal["aride", "digirl", "filtered_bc"] = "aride"
+    algorithm: Algorithm = "aride"
     gamma: float = 0.9
     lam: float = 0.95
     rho_max: float = 1.0
@@ -106,6 +115,9 @@ class LearnerConfig:
     digirl_lam: float = 0.5
     curriculum_top_fraction: float = 0.1
     awr_threshold: float = 0.05
+    group_use_std: bool = True
+    group_step_weight: float = 1.0
+    clip_eps: float = 0.2
     entity_dropout: float = 0.5
     word_dropout: float = 0.1
     weight_average_decay: float = 0.99
@@ -129,6 +141,7 @@ class LearnerConfig:
             "beta_end",
             "entity_dropout",
             "word_dropout",
+            "clip_eps",
         ):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
@@ -144,7 +157,7 @@ class LearnerConfig:
                 problems.append(f"{name} must be > 0, got {getattr(self, name)}")
         for name in (
             "weight_decay", "actor_grad_clip", "critic_grad_clip", "entropy_coef", "invalid_penalty",
-            "repeat_penalty", "trajectory_critic_coef", "w1", "w2", "w3",
+            "repeat_penalty", "trajectory_critic_coef", "w1", "w2", "w3", "group_step_weight",
         ):  # fmt: skip
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be >= 0, got {getattr(self, name)}")

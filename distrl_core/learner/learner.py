@@ -1,4 +1,4 @@
-"""The learner: ``update(batch) -> (metrics, new priorities)`` for A-RIDE and the two baselines."""
+"""The learner: ``update(batch) -> (metrics, new priorities)`` for A-RIDE and the baselines."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from distrl_core.algos.priorities import linear_schedule
 from distrl_core.learner.averaging import WeightAverage
 from distrl_core.learner.batch import StepBatch
 from distrl_core.learner.config import LearnerConfig
-from distrl_core.learner.objectives import compute_objective
+from distrl_core.learner.objectives import compute_objective, group_advantages
 from distrl_core.policy.model import Policy
 
 __all__ = ["Learner"]
@@ -126,7 +126,9 @@ class Learner:
         self.critic_optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
         priorities = torch.zeros(batch.size)
-        train_actor = self.updates >= cfg.critic_warmup_updates
+        # gigpo has no critic to warm up.
+        train_actor = self.updates >= cfg.critic_warmup_updates or cfg.algorithm == "gigpo"
+        groups = group_advantages(batch, full_mask, cfg)  # before the split: groups span micro-batches
         autocast = torch.autocast(
             "cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda" and cfg.mixed_precision
         )
@@ -136,7 +138,8 @@ class Learner:
             mask = full_mask if sub is batch else full_mask[rows][:, : sub.shape[1]]
             with autocast, policy.with_word_dropout(cfg.entity_dropout, cfg.word_dropout):
                 out = policy.evaluate(sub)
-            objective = compute_objective(out, sub, mask, cfg)
+            group = None if groups is None else groups.advantages[rows][:, : sub.shape[1]]
+            objective = compute_objective(out, sub, mask, cfg, group)
             step_share = float(mask.sum()) / total_steps
             row_share = len(rows) / total_rows
             actor_term = (
@@ -178,4 +181,7 @@ class Learner:
             "actor_trained": float(train_actor),
             "update_s": time.perf_counter() - started,
         }
+        if groups is not None:
+            metrics["group_singleton_step_fraction"] = float(groups.singleton_step_fraction)
+            metrics["group_episode_advantage_abs_mean"] = float(groups.episode.abs().mean())
         return metrics, priorities.numpy().astype(np.float64)

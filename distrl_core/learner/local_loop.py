@@ -18,6 +18,7 @@ from distrl_core.envs.sim_env import SimDroidEnvConfig
 from distrl_core.envs.simdroid.device import SimDroidConfig
 from distrl_core.envs.simdroid.tasks import Task, load_tasks
 from distrl_core.learner.evaluation import HELDOUT_SEED, IN_DISTRIBUTION_SEED, estimate_success
+from distrl_core.learner.groups import group_tasks, sample_groups
 from distrl_core.learner.learner import Learner
 from distrl_core.rollout import RolloutConfig, run_episodes
 
@@ -82,6 +83,9 @@ class LoopConfig:
     - ``env``: the environment (distractor dialogs on at 10%, as SimDroidEnv's default).
     - ``eval_episodes_per_task``: greedy episodes per held-out task in each evaluation (different
       env seeds; more narrow the interval, see learner/evaluation.py).
+    - ``group_size`` (algorithm "gigpo" only): each round collects ``episodes_per_round //
+      group_size`` groups of this many episodes of one task under one env seed, and each update
+      trains on ``batch_size // group_size`` whole groups drawn uniformly (learner.groups).
     - ``seed``: task order, rollouts and replay sampling.
 
     Collection and evaluation use the learner's published weights (``Learner.averaged``), as the
@@ -101,6 +105,7 @@ class LoopConfig:
     alpha: float = 0.6
     parallel_envs: int = 16
     eval_episodes_per_task: int = 1
+    group_size: int = 4
     env: SimDroidEnvConfig = field(
         default_factory=lambda: SimDroidEnvConfig(
             device=SimDroidConfig(distractor_prob=0.1), screenshots=False, ui_xml=False
@@ -181,7 +186,11 @@ def train_rounds(
         on_round(results[0])
     env_steps = episodes = 0
     for round_index in range(1, config.rounds + 1):
-        tasks = [train_tasks[i] for i in rng.integers(len(train_tasks), size=config.episodes_per_round)]
+        grouped, reset_seeds = learner.config.algorithm == "gigpo", None
+        if grouped:
+            tasks, reset_seeds = group_tasks(train_tasks, config.episodes_per_round, config.group_size, rng)
+        else:
+            tasks = [train_tasks[i] for i in rng.integers(len(train_tasks), size=config.episodes_per_round)]
         rollout = RolloutConfig(
             env=config.env,
             parallel_envs=config.parallel_envs,
@@ -189,7 +198,7 @@ def train_rounds(
             policy_version=learner.policy_version,
         )
         with learner.averaged():
-            collected = run_episodes(policy, tasks, rollout)
+            collected = run_episodes(policy, tasks, rollout, reset_seeds=reset_seeds)
         replay.add(collected.rows)
         env_steps += collected.num_steps
         episodes += len(collected.episodes)
@@ -197,7 +206,12 @@ def train_rounds(
         if len(replay) >= config.min_replay:
             sums: dict[str, float] = {}
             for _ in range(config.updates_per_round):
-                indices, rows, weights = replay.sample(config.batch_size, learner.beta_at())
+                if grouped:
+                    indices, rows, weights = sample_groups(
+                        replay.episodes, config.batch_size // config.group_size, rng
+                    )
+                else:
+                    indices, rows, weights = replay.sample(config.batch_size, learner.beta_at())
                 step_metrics, priorities = learner.update(rows, weights)
                 replay.update_priorities(indices, priorities)
                 for name, value in step_metrics.items():

@@ -1,8 +1,10 @@
-"""The three training objectives on one evaluated batch, built from distrl_core.algos' functions.
+"""The training objectives on one evaluated batch, built from distrl_core.algos' functions.
 
-Each returns the actor loss, the critic loss (step critic plus trajectory critic), tensors for the
-metrics, and the trajectories' new priorities. Only A-RIDE prioritizes: the baselines return
-uniform priorities, so a prioritized replay samples their data uniformly, as DigiRL does.
+Each returns the actor loss, the critic loss (step critic plus trajectory critic; none for gigpo),
+tensors for the metrics, and the trajectories' new priorities. Only A-RIDE prioritizes: the
+baselines return uniform priorities, so a prioritized replay samples their data uniformly, as
+DigiRL does. gigpo's advantages compare the episodes of a group with each other, so they are
+computed once on the whole batch (`group_advantages`) before it is split into micro-batches.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from distrl_core.algos.baselines import (
     filtered_awr_loss,
     filtered_bc_loss,
 )
+from distrl_core.algos.group import GroupAdvantages, clipped_policy_loss, gigpo_advantages
 from distrl_core.algos.losses import critic_loss, policy_loss, trajectory_critic_loss
 from distrl_core.algos.masking import masked_mean
 from distrl_core.algos.priorities import dper_priority
@@ -26,7 +29,7 @@ from distrl_core.learner.batch import StepBatch
 from distrl_core.learner.config import LearnerConfig
 from distrl_core.policy.types import EvalOutput
 
-__all__ = ["Objective", "compute_objective"]
+__all__ = ["Objective", "compute_objective", "group_advantages", "group_ids"]
 
 
 @dataclass
@@ -52,7 +55,9 @@ def _critics(out: EvalOutput, targets: torch.Tensor, batch: StepBatch, mask, cfg
     return step + cfg.trajectory_critic_coef * trajectory, step.detach(), trajectory.detach()
 
 
-def _aride(out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig) -> Objective:
+def _aride(
+    out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig, _group=None
+) -> Objective:
     actor_mask = mask & out.known
     rho = importance_ratios(out.logp, batch.logp_mu, mask)
     values = out.values.detach()
@@ -109,7 +114,9 @@ def _aride(out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerCo
     )
 
 
-def _digirl(out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig) -> Objective:
+def _digirl(
+    out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig, _group=None
+) -> Objective:
     actor_mask = mask & out.known
     values = out.values.detach()
     advantages = digirl_step_advantages(
@@ -135,7 +142,9 @@ def _digirl(out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerC
     return Objective(actor_loss, critic, torch.ones(mask.shape[0], device=mask.device), stats)
 
 
-def _filtered_bc(out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig) -> Objective:
+def _filtered_bc(
+    out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig, _group=None
+) -> Objective:
     actor_mask = mask & out.known
     actor_loss = filtered_bc_loss(out.logp, actor_mask, batch.success)
     values = out.values.detach()
@@ -150,8 +159,81 @@ def _filtered_bc(out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: Lea
     return Objective(actor_loss, critic, torch.ones(mask.shape[0], device=mask.device), stats)
 
 
-_OBJECTIVES = {"aride": _aride, "digirl": _digirl, "filtered_bc": _filtered_bc}
+def group_ids(batch: StepBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B,) episode-group and (B, T) step-group ids of a batch of whole episodes.
+
+    Episode group: the same task acted by the same policy version (of the episode's first step).
+    The task fixes the start state: SimDroid loads the same screens for a task whatever the reset
+    seed, which only drives distractor pop-ups and faults — and a pop-up changes the observation,
+    so it splits the step groups, not the comparison of outcomes. The step schema stores no reset
+    seed; the in-memory loop gives a group's episodes the same one anyway (LoopConfig.group_size).
+    The policy version keeps episodes of an older policy out of a newer one's group. Step group:
+    the episode group plus the exact instruction and observation text the policy saw ("anchor
+    state"); ids are dense integers from dictionaries, so no hash collision can merge two states.
+    """
+    rows, cols = batch.shape
+    first_versions = batch.policy_versions[:, 0].tolist()
+    episode_keys: dict[tuple[str, int], int] = {}
+    episode = [
+        episode_keys.setdefault((batch.task_ids[b], int(first_versions[b])), len(episode_keys))
+        for b in range(rows)
+    ]
+    state_keys: dict[tuple[int, str, str], int] = {}
+    steps = torch.full((rows, cols), -1, dtype=torch.long)
+    for step, flat in zip(batch.steps, batch.flat_index.tolist(), strict=True):
+        b, t = divmod(flat, cols)
+        key = (episode[b], step.instruction, step.observation_text)
+        steps[b, t] = state_keys.setdefault(key, len(state_keys))
+    return torch.tensor(episode, dtype=torch.long), steps
 
 
-def compute_objective(out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig) -> Objective:
-    return _OBJECTIVES[cfg.algorithm](out, batch, mask, cfg)
+def group_advantages(batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig) -> GroupAdvantages | None:
+    """gigpo's advantages on the whole batch (None for the other algorithms); `mask` drops stale rows
+    from their groups as well as from the loss."""
+    if cfg.algorithm != "gigpo":
+        return None
+    episode, steps = group_ids(batch)
+    return gigpo_advantages(
+        batch.rewards, batch.dones, mask, episode.to(mask.device), steps.to(mask.device),
+        gamma=cfg.gamma, omega=cfg.group_step_weight, use_std=cfg.group_use_std,
+    )  # fmt: skip
+
+
+def _gigpo(
+    out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig, group: torch.Tensor | None
+) -> Objective:
+    if group is None:
+        raise ValueError(
+            "gigpo's advantages compare episodes across the whole batch; pass "
+            "group_advantages(batch, mask, cfg).advantages (Learner.update does)"
+        )
+    actor_mask = mask & out.known
+    actor = clipped_policy_loss(
+        out.logp, batch.logp_mu, group, actor_mask, clip_eps=cfg.clip_eps,
+        entropy=out.entropy, entropy_coef=cfg.entropy_coef,
+        invalid=batch.invalid, invalid_penalty=cfg.invalid_penalty,
+        repeat=batch.repeat, repeat_penalty=cfg.repeat_penalty,
+    )  # fmt: skip
+    stats = {
+        "policy_gradient": actor.policy_gradient,
+        "entropy": actor.entropy,
+        "penalty": actor.penalty,
+        "clip_fraction": actor.clip_fraction,
+        "advantage_abs_mean": masked_mean(group.abs(), actor_mask),
+    }
+    # No critic: a zero critic loss leaves the value heads' gradients empty (AdamW skips them).
+    no_critic = out.values.new_zeros(())
+    return Objective(actor.loss, no_critic, torch.ones(mask.shape[0], device=mask.device), stats)
+
+
+_OBJECTIVES = {"aride": _aride, "digirl": _digirl, "filtered_bc": _filtered_bc, "gigpo": _gigpo}
+
+
+def compute_objective(
+    out: EvalOutput,
+    batch: StepBatch,
+    mask: torch.Tensor,
+    cfg: LearnerConfig,
+    group: torch.Tensor | None = None,  # (B, T) gigpo's advantages for these rows (group_advantages)
+) -> Objective:
+    return _OBJECTIVES[cfg.algorithm](out, batch, mask, cfg, group)

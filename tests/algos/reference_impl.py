@@ -278,3 +278,65 @@ def filtered_bc_loss(logp, mask, success) -> float:
                 total += logp[b][t]
                 count += 1
     return -total / max(count, 1)
+
+
+def _normalise_groups(values: dict, use_std: bool, eps: float) -> dict:
+    """{key: [(member, x), ...]} -> {member: normalised x}; members of singleton groups get 0."""
+    out = {}
+    for members in values.values():
+        xs = [x for _, x in members]
+        n = len(xs)
+        mean = sum(xs) / n
+        std = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else 0.0
+        for member, x in members:
+            if n == 1:
+                out[member] = 0.0
+            else:
+                out[member] = (x - mean) / (std + eps) if use_std and std + eps > 0 else x - mean
+    return out
+
+
+def gigpo_advantages(rewards, dones, mask, episode_groups, step_groups, gamma, omega, use_std, eps):
+    """(advantages, episode, step, returns): G_t as the explicit sum Σ_k γ^k r_{t+k} up to the episode's
+    end (the first done at or after t, or the row's last real step)."""
+    batch = len(rewards)
+    returns, episode_members, step_members = [], {}, {}
+    for b in range(batch):
+        n = real_length(mask[b])
+        row = [0.0] * len(rewards[b])
+        for t in range(n):
+            total, k = 0.0, 0
+            while t + k < n:
+                total += gamma**k * rewards[b][t + k]
+                if dones[b][t + k] > 0:
+                    break
+                k += 1
+            row[t] = total
+            step_members.setdefault((episode_groups[b], step_groups[b][t]), []).append(((b, t), total))
+        returns.append(row)
+        if n > 0:
+            episode_members.setdefault(episode_groups[b], []).append((b, sum(rewards[b][:n])))
+    episode_adv = _normalise_groups(episode_members, use_std, eps)
+    step_adv = _normalise_groups(step_members, use_std, eps)
+    episode = [episode_adv.get(b, 0.0) for b in range(batch)]
+    step = [[step_adv.get((b, t), 0.0) for t in range(len(rewards[b]))] for b in range(batch)]
+    advantages = [
+        [episode[b] + omega * step[b][t] if mask[b][t] > 0 else 0.0 for t in range(len(rewards[b]))]
+        for b in range(batch)
+    ]
+    return advantages, episode, step, returns
+
+
+def clipped_policy_loss(logp, logp_mu, adv, mask, clip_eps, entropy, entropy_coef) -> float:
+    total, count, ent = 0.0, 0, 0.0
+    for b in range(len(logp)):
+        for t in range(len(logp[b])):
+            if mask[b][t] > 0:
+                ratio = math.exp(max(-20.0, min(20.0, logp[b][t] - logp_mu[b][t])))
+                clipped = max(1 - clip_eps, min(1 + clip_eps, ratio))
+                total += min(ratio * adv[b][t], clipped * adv[b][t])
+                ent += entropy[b][t]
+                count += 1
+    if count == 0:
+        return 0.0
+    return -total / count - entropy_coef * ent / count

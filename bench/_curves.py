@@ -1,0 +1,68 @@
+"""Mean learning curves with 95 % bands over seeds, and their PNG (matplotlib is optional: a bare
+compute machine writes the JSON, and ``python bench/_curves.py RESULT.json`` draws it elsewhere)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _stats import t_interval
+
+
+def mean_curve(runs: list[dict], key: str = "heldout_success") -> dict[str, list]:
+    """Seeds aligned by round index (runs stop at slightly different rounds: cut to the shortest):
+    x = mean env steps, y = mean of ``key``, band = 95 % t-interval (the mean itself for 1 seed)."""
+    length = min(len(r["rounds"]) for r in runs)
+    xs, ys, low, high = [], [], [], []
+    for k in range(length):
+        xs.append(sum(r["rounds"][k]["env_steps"] for r in runs) / len(runs))
+        s = t_interval([r["rounds"][k][key] for r in runs])
+        ys.append(s["mean"])
+        lo, hi = s["ci95"] or (s["mean"], s["mean"])
+        low.append(max(0.0, lo))
+        high.append(min(1.0, hi))
+    return {"env_steps": xs, "mean": ys, "low": low, "high": high}
+
+
+def plot_curves(document: dict, path: Path, *, key: str = "heldout_success") -> bool:
+    """One panel per family, one mean curve and band per method; False (and a note) without matplotlib."""
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"matplotlib is not installed: no {path.name}; draw it later with bench/_curves.py", flush=True)
+        return False
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    families = list(document["summary"])
+    fig, axes = plt.subplots(1, len(families), figsize=(7 * len(families), 4.2), squeeze=False)
+    for ax, family in zip(axes[0], families, strict=True):
+        by_method: dict[str, list[dict]] = {}
+        for run in document["runs"]:
+            if run["family"] == family:
+                by_method.setdefault(run["method"], []).append(run)
+        for method, runs in by_method.items():
+            curve = mean_curve(runs, key)
+            line = ax.plot(curve["env_steps"], curve["mean"], label=f"{method} ({len(runs)} seeds)")[0]
+            ax.fill_between(
+                curve["env_steps"], curve["low"], curve["high"], color=line.get_color(), alpha=0.15
+            )
+        warm = document["summary"][family]["warm_start"]["mean"]
+        ax.axhline(warm, color="grey", linestyle=":", label="warm start (mean)")
+        ax.set_xlabel("environment steps")
+        ax.set_ylabel(f"success on {document['settings']['evaluated_on']} (greedy)")
+        ax.set_ylim(0, 1)
+        ax.set_title(f"SimDroid {family}: mean over seeds, 95 % band")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+if __name__ == "__main__":
+    result = Path(sys.argv[1])
+    plot_curves(json.loads(result.read_text()), result.with_suffix(".png"))

@@ -1,0 +1,247 @@
+"""Time to target: asynchronous collection (DistRL) vs synchronous barrier rounds (DigiRL), over seeds.
+
+Per seed and mode, a fresh store and registry, the seed's warm start published as version 1, then
+`train_local` for ``--minutes`` of RL on the embedded pipeline, exactly as bench/async_vs_sync.py
+runs it (``_common.async_run_params``): collector threads on SimDroid with emulator-like
+heavy-tailed step latency that really sleeps, Parquet shards, the DuckDB replay, the A-RIDE
+learner; ``sync`` makes every collector finish its batch before the learner trains, as DigiRL.
+
+Afterwards ``--eval-versions`` versions per run, evenly spaced in publish time, plus the warm start
+and the last one, are evaluated offline on the held-out split (greedy; the evaluation's time is not
+on the clock). A version's time is its MLflow creation time minus the learner's clock start.
+
+- Target per seed: the synchronous run's final level (mean success of its last 3 evaluated
+  versions), or ``--target`` for a fixed one; both are written into the output.
+- Time to target: the publish time of the first evaluated version at or above the target. A run
+  that never gets there is censored at its budget (its speed-up is then a lower bound, marked).
+- Speed-up = sync time / async time per seed; mean with a 95 % t-interval over seeds.
+
+``--jobs N`` runs the (seed, mode) runs in N processes at once (each with its own Prefect, store
+and registry; one torch thread each). Collectors mostly sleep, so a run needs ~1–2 cores; keep
+N ≤ cores / 2 so that the runs do not slow each other. Writes bench/results/time_to_target.{json,png}.
+
+    .venv/bin/python bench/time_to_target.py [--seeds 0 1 2] [--minutes 6] [--collectors 16]
+        [--step-latency 0.5] [--task-sigma 1.0] [--eval-versions 10] [--target 0.5] [--jobs 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import LATENCY_MODEL, async_run_params, machine, prepare, pyplot, use_store, write_result
+from _stats import fmt_interval, t_interval
+
+LAST_K = 3
+
+
+def evaluate(path: str, family: str, eval_tasks: int | None) -> float:
+    """The bench's one evaluation: greedy held-out success of the policy version at ``path``."""
+    from distrl_core.envs.simdroid.tasks import load_tasks
+    from distrl_core.learner import LoopConfig, evaluate_success
+    from distrl_core.policy import load_policy
+
+    tasks = load_tasks(family, "test")[:eval_tasks]
+    return evaluate_success(load_policy(path, device="cpu").eval(), tasks, LoopConfig().env)
+
+
+def pick_versions(published: list[tuple[int, float]], k: int) -> list[tuple[int, float]]:
+    """The first (warm start), the last, and k more evenly spaced in time between them."""
+    if len(published) <= k + 2:
+        return published
+    first, last = published[0][1], published[-1][1]
+    chosen = {0, len(published) - 1}
+    for i in range(1, k + 1):
+        target = first + (last - first) * i / (k + 1)
+        chosen.add(min(range(len(published)), key=lambda j: abs(published[j][1] - target)))
+    return [published[j] for j in sorted(chosen)]
+
+
+def run_one(seed: int, mode: str, settings: dict, root: str) -> dict:
+    """One training run in a fresh embedded stack, then the offline evaluation of its versions."""
+    # One Prefect database per process (parallel runs would lock a shared SQLite file), kept for
+    # every run of the process: Prefect reads its home once.
+    os.environ.setdefault("PREFECT_HOME", str(Path(root) / f"prefect-{os.getpid()}"))
+    folder = prepare(Path(root) / f"seed{seed}-{mode}")
+    use_store(folder)
+    from distrl_core.learner.warm_start import WarmStartConfig
+    from flows.train_local import train_local
+    from storage.registry import PolicyRegistry
+    from tasks.warm_start import warm_start_policy
+
+    args = argparse.Namespace(**{**settings, "seed": seed})
+    warm_start_policy.fn(
+        WarmStartConfig(family=args.family, updates=args.warm_start_updates, noise=0.3, seed=seed)
+    )
+    params = async_run_params(args, sync=mode == "sync", min_size_steps=args.min_size_steps)
+    params = params.model_copy(update={"family": args.family})
+    started = time.monotonic()
+    result = train_local(params, show_progress=False)
+    wall = time.monotonic() - started
+    t0 = float(result["rl_started_at"])
+    registry = PolicyRegistry()
+    found = registry.client.search_model_versions(f"name = '{registry.name}'")
+    published = sorted((int(v.version), max(0.0, v.creation_timestamp / 1000 - t0)) for v in found)
+    published[0] = (published[0][0], 0.0)  # the warm start, published before the clock started
+    curve = []
+    for version, t in pick_versions(published, args.eval_versions):
+        success = evaluate(str(registry.fetch(version).path), args.family, args.eval_tasks)
+        curve.append({"version": version, "t_s": round(t, 2), "success": success})
+        print(f"seed {seed} {mode:5s} v{version:<4d} t={t:7.1f}s held-out {success:.3f}", flush=True)
+    return {
+        "seed": seed,
+        "mode": mode,
+        "budget_s": 60 * args.minutes,
+        "run_wall_s": round(wall, 1),
+        "versions_published": len(published),
+        "rounds": result.get("rounds"),
+        "updates": (result.get("learner") or {}).get("updates"),
+        "curve": curve,
+    }
+
+
+def time_to(curve: list[dict], target: float, budget_s: float) -> tuple[float, bool]:
+    """(seconds until the first evaluated version at or above target, censored?)."""
+    for point in curve:
+        if point["success"] >= target:
+            return point["t_s"], False
+    return budget_s, True
+
+
+def compare(runs: list[dict], fixed_target: float | None) -> list[dict]:
+    per_seed = []
+    for seed in sorted({r["seed"] for r in runs}):
+        sync = next(r for r in runs if r["seed"] == seed and r["mode"] == "sync")
+        asyn = next(r for r in runs if r["seed"] == seed and r["mode"] == "async")
+        final_sync = sum(p["success"] for p in sync["curve"][-LAST_K:]) / len(sync["curve"][-LAST_K:])
+        target = fixed_target if fixed_target is not None else final_sync
+        t_sync, sync_censored = time_to(sync["curve"], target, sync["budget_s"])
+        t_async, async_censored = time_to(asyn["curve"], target, asyn["budget_s"])
+        per_seed.append(
+            {
+                "seed": seed,
+                "target": target,
+                "sync_final_level": final_sync,
+                "t_sync_s": t_sync,
+                "t_async_s": t_async,
+                "sync_censored": sync_censored,
+                "async_censored": async_censored,
+                # Both at t = 0 (the warm start already meets the target): no speed-up to measure.
+                "speedup": None if t_async == 0 else t_sync / t_async,
+            }
+        )
+    return per_seed
+
+
+def run_all(settings: dict, root: Path) -> list[dict]:
+    jobs = [(seed, mode, settings, str(root)) for seed in settings["seeds"] for mode in ("async", "sync")]
+    if settings["jobs"] <= 1:
+        return [run_one(*job) for job in jobs]
+    runs = []
+    with ProcessPoolExecutor(settings["jobs"], mp_context=get_context("spawn")) as pool:
+        for future in as_completed([pool.submit(run_one, *job) for job in jobs]):
+            runs.append(future.result())
+    return runs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--family", default="general", choices=["general", "webshop"])
+    parser.add_argument("--minutes", type=float, default=6.0, help="RL wall-clock budget per run")
+    parser.add_argument("--collectors", type=int, default=16)
+    parser.add_argument("--step-latency", type=float, default=0.5, help="median step latency (s)")
+    parser.add_argument("--task-sigma", type=float, default=1.0, help="per-episode lognormal spread")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--updates-per-block", type=int, default=16)
+    parser.add_argument("--publish-every", type=int, default=16)
+    parser.add_argument("--min-size-steps", type=int, default=200)
+    parser.add_argument("--warm-start-updates", type=int, default=40)
+    parser.add_argument("--eval-versions", type=int, default=10, help="versions evaluated per run")
+    parser.add_argument("--eval-tasks", type=int, default=None, help="first N held-out tasks (smoke runs)")
+    parser.add_argument("--target", type=float, default=None, help="fixed target (default: sync's final)")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once, in separate processes")
+    parser.add_argument("--root", default=".distrl/bench/time_to_target")
+    parser.add_argument("--out", default="time_to_target")
+    args = parser.parse_args()
+    settings = vars(args)
+    root = Path(args.root).resolve()
+    started = time.monotonic()
+    before = machine()
+    runs = sorted(run_all(settings, root), key=lambda r: (r["seed"], r["mode"]))
+    per_seed = compare(runs, args.target)
+    speedups = [s["speedup"] for s in per_seed if s["speedup"] is not None]
+    target_rule = (
+        f"fixed target {args.target}"
+        if args.target is not None
+        else f"the synchronous run's final level (mean of its last {LAST_K} evaluated versions), per seed"
+    )
+    document = {
+        "benchmark": "time_to_target",
+        "machine": before,
+        "settings": settings,
+        "latency_model": LATENCY_MODEL,
+        "target": target_rule,
+        "evaluation": "greedy success on the held-out (test) split, one episode per task, offline",
+        "speedup_async_over_sync": t_interval(speedups) if speedups else None,
+        "any_censored": any(s["async_censored"] or s["sync_censored"] for s in per_seed),
+        "per_seed": per_seed,
+        "runs": runs,
+        "total_wall_s": round(time.monotonic() - started, 1),
+    }
+    path = write_result(args.out, document)
+    plot(document, path.with_suffix(".png"))
+    print(f"\ntarget: {target_rule}")
+    for s in per_seed:
+        flag = " (async never reached it: lower bound)" if s["async_censored"] else ""
+        shown = "n/a" if s["speedup"] is None else f"{s['speedup']:.2f}x"
+        print(
+            f"seed {s['seed']}: target {s['target']:.3f}  sync {s['t_sync_s']:.0f} s  "
+            f"async {s['t_async_s']:.0f} s  speed-up {shown}{flag}"
+        )
+    if speedups:
+        print(
+            f"speed-up async over sync: {fmt_interval(document['speedup_async_over_sync'])} (95 % t, seeds)"
+        )
+    print(f"wrote {path} and {path.with_suffix('.png')}")
+
+
+def plot(document: dict, path: Path) -> None:
+    plt = pyplot()
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [2, 1]})
+    colours = {"async": "C0", "sync": "C1"}
+    for run in document["runs"]:
+        xs = [p["t_s"] / 60 for p in run["curve"]]
+        ys = [p["success"] for p in run["curve"]]
+        label = f"{run['mode']}" if run["seed"] == document["settings"]["seeds"][0] else None
+        ax.step(xs, ys, where="post", color=colours[run["mode"]], alpha=0.8, label=label)
+    for s in document["per_seed"]:
+        ax.axhline(s["target"], color="grey", linestyle=":", linewidth=0.8)
+    ax.set_xlabel("minutes since the learner's clock started")
+    ax.set_ylabel("held-out success (greedy)")
+    ax.set_ylim(0, 1)
+    ax.set_title(f"one line per seed; dotted: targets ({document['settings']['family']})", fontsize=9)
+    ax.legend()
+    seeds = [str(s["seed"]) for s in document["per_seed"]]
+    ax2.bar(seeds, [s["speedup"] or 0 for s in document["per_seed"]], color="C2")
+    ax2.axhline(3.0, color="grey", linestyle=":", label="goal 3x")
+    ax2.set_xlabel("seed")
+    ax2.set_ylabel("time-to-target speed-up (sync / async)")
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
