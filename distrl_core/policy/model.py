@@ -103,6 +103,7 @@ class Policy:
         self.generator = torch.Generator().manual_seed(config.seed)
         self.word_dropout: tuple[float, float] = (0.0, 0.0)  # (entity, other); see with_word_dropout
         self._max_tokens = getattr(self._hf_config(), "max_position_embeddings", None)
+        self.dropout_token_id = scoring.dropout_token_id(tokenizer)  # what word dropout feeds
         self._encode = functools.lru_cache(maxsize=1 << 16)(self._encode_uncached)
 
     # ----- construction ---------------------------------------------------------------------------
@@ -149,7 +150,8 @@ class Policy:
     @contextlib.contextmanager
     def with_word_dropout(self, entity: float, other: float = 0.0) -> Iterator[Policy]:
         """Within the block, training passes of a scoring policy replace words shared by the
-        instruction and the screen with [UNK] with probability ``entity`` (other words with
+        instruction and the screen with [UNK] (or a mask token, or nothing: see
+        ``scoring.dropout_token_id``) with probability ``entity`` (other words with
         ``other``): a regulariser for supervised training. Never used when acting."""
         if not (0.0 <= entity <= 1.0 and 0.0 <= other <= 1.0):
             raise ValueError(f"word dropout probabilities must be in [0, 1], got {entity}, {other}")
