@@ -136,6 +136,15 @@ class Policy:
         backbone = [p for p in self.model.parameters() if p.requires_grad]
         return backbone + self.heads.actor_parameters()
 
+    def actor_parameter_groups(self, lr: float, backbone_lr: float | None = None) -> list[dict[str, Any]]:
+        """AdamW groups of the actor: with ``backbone_lr`` the trainable backbone weights (a LoRA
+        adapter) get it and the heads get ``lr``; without, one group at ``lr`` (the tiny default)."""
+        if backbone_lr is None:
+            return [{"params": self.actor_parameters(), "lr": lr}]
+        backbone = [p for p in self.model.parameters() if p.requires_grad]
+        groups = [{"params": backbone, "lr": backbone_lr, "name": "backbone"}]
+        return [*groups, {"params": self.heads.actor_parameters(), "lr": lr, "name": "heads"}]
+
     def critic_parameters(self) -> list[nn.Parameter]:
         return self.heads.critic_parameters()
 
