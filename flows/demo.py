@@ -16,7 +16,12 @@ from flows.embedded import configure_embedded
 
 
 def run_demo(
-    minutes: float = 6.0, collectors: int = 4, root: str = ".distrl/demo", sync: bool = False
+    minutes: float = 6.0,
+    collectors: int = 4,
+    root: str = ".distrl/demo",
+    sync: bool = False,
+    base: str | None = None,
+    warm_start_updates: int | None = None,
 ) -> dict:
     root_path = Path(root).resolve()
     shutil.rmtree(root_path, ignore_errors=True)  # the demo owns this folder: start from scratch
@@ -34,7 +39,12 @@ def run_demo(
         f"with {collectors} collectors on SimDroid (General tasks). Everything goes to {root_path}."
     )
     started = time.monotonic()
-    params = TrainLocalParams(collectors=collectors, minutes=minutes, sync=sync)
+    from distrl_core.policy.defaults import describe_defaults
+    from tasks.warm_start import policy_config_for
+
+    print(f"Policy: {describe_defaults(policy_config_for(base))}")
+    extra = {} if warm_start_updates is None else {"warm_start_updates": warm_start_updates}
+    params = TrainLocalParams(collectors=collectors, minutes=minutes, sync=sync, base=base, **extra)
     result = train_local(params)
     elapsed = time.monotonic() - started
     warm, final = result["warm_start"], result["final"]

@@ -41,7 +41,7 @@ from tasks.learner import (
 )
 from tasks.progress import ProgressMonitor
 from tasks.stop import StopToken
-from tasks.warm_start import warm_start_policy
+from tasks.warm_start import policy_config_for, warm_start_policy
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,10 @@ class TrainLocalParams(BaseModel):
     warm_start_noise: float = Field(
         0.3, ge=0, le=1, description="Noise of the scripted expert's demonstrations."
     )
+    base: str | None = Field(
+        None,
+        description="Pretrained base of the warm start's policy, adapted with LoRA (None: the tiny default).",
+    )
     evaluate: bool = Field(
         True, description="Evaluate the warm start and the final version on the held-out split."
     )
@@ -110,7 +114,8 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
         warm = warm_start_policy(
             WarmStartConfig(
                 family=params.family, updates=params.warm_start_updates, noise=params.warm_start_noise
-            )
+            ),
+            policy_config_for(params.base),
         )
         logger.info("warm start published as version %d", warm)
     baseline = evaluate_version(warm, family=params.family) if params.evaluate else None
