@@ -13,6 +13,7 @@ import time
 from prefect import flow, get_run_logger
 
 from distrl_core.learner.warm_start import WarmStartConfig
+from distrl_core.policy.defaults import configure_threads
 from storage.registry import PolicyRegistry
 from storage.replay_config import ReplaySettings
 from tasks import sessions
@@ -53,6 +54,8 @@ def learn(
     """
     params = params or LearnerParams()
     logger = get_run_logger()
+    if stop_token is None:  # a deployment's own process: DISTRL_LEARNER_THREADS, else torch's default
+        logger.info("torch threads for the learner: %d", configure_threads("learner"))
     if bootstrap and PolicyRegistry().resolve("latest") is None:
         version = warm_start_policy(warm_start or WarmStartConfig(), policy_config_for(base))
         logger.info("empty registry: published the warm start as version %d", version)
