@@ -45,9 +45,10 @@ class TrainingDefaults:
 
 TINY = TrainingDefaults(None, None, None, None)
 # The feasibility run adapted SmolLM2-135M with LoRA at 1e-4..2e-4: the warm start takes the upper
-# end (few updates), RL the lower (noisier gradients). 2 trajectories x 10 steps x ~400 tokens
-# per graph kept a SmolLM2 warm-start step under ~3 GB here (tests/policy/test_pretrained.py).
-PRETRAINED = TrainingDefaults(2e-4, 1e-4, 2, 8192)
+# end (few updates), RL the lower (noisier gradients). Memory of a SmolLM2 warm-start step on 16
+# one-step trajectories (~110 prompt tokens each), above the loaded model: 1.1 GB in micro-batches
+# of 2, 5.2 GB in one graph (~3 MB per prompt token): 1,024 tokens per graph stay within ~3-4 GB.
+PRETRAINED = TrainingDefaults(2e-4, 1e-4, 2, 1024)
 
 
 def training_defaults(config: PolicyConfig) -> TrainingDefaults:
