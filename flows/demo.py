@@ -21,6 +21,8 @@ def run_demo(
     root: str = ".distrl/demo",
     sync: bool = False,
     seed: int = 0,
+    base: str | None = None,
+    warm_start_updates: int | None = None,
 ) -> dict:
     root_path = Path(root).resolve()
     shutil.rmtree(root_path, ignore_errors=True)  # the demo owns this folder: start from scratch
@@ -38,7 +40,14 @@ def run_demo(
         f"with {collectors} collectors on SimDroid (General tasks). Everything goes to {root_path}."
     )
     started = time.monotonic()
-    params = TrainLocalParams(collectors=collectors, minutes=minutes, sync=sync, seed=seed)
+    from distrl_core.policy.defaults import describe_defaults
+    from tasks.warm_start import policy_config_for
+
+    print(f"Policy: {describe_defaults(policy_config_for(base, seed))}")
+    extra = {} if warm_start_updates is None else {"warm_start_updates": warm_start_updates}
+    params = TrainLocalParams(
+        collectors=collectors, minutes=minutes, sync=sync, base=base, seed=seed, **extra
+    )
     result = train_local(params)
     elapsed = time.monotonic() - started
     warm, final = result["warm_start"], result["final"]

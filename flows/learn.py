@@ -13,6 +13,7 @@ import time
 from prefect import flow, get_run_logger
 
 from distrl_core.learner.warm_start import WarmStartConfig
+from distrl_core.policy.defaults import configure_threads
 from storage.registry import PolicyRegistry
 from storage.replay_config import ReplaySettings
 from tasks import sessions
@@ -27,7 +28,7 @@ from tasks.learner import (
     train_block,
 )
 from tasks.stop import should_stop
-from tasks.warm_start import warm_start_policy
+from tasks.warm_start import policy_config_for, warm_start_policy
 
 
 @flow(name="learn")
@@ -37,6 +38,7 @@ def learn(
     stop_token: str | None = None,
     bootstrap: bool = True,
     warm_start: WarmStartConfig | None = None,
+    base: str | None = None,
 ) -> dict[str, float]:
     """Learn from the shards in the store, publishing a version every K updates, until a bound is reached.
 
@@ -46,11 +48,16 @@ def learn(
         stop_token: process-local stop signal of an embedded run; leave empty in a deployment.
         bootstrap: on an empty registry, publish a warm start as version 1 first (False: fail).
         warm_start: settings of that warm start; None uses `WarmStartConfig`'s defaults.
+        base: pretrained base of that warm start's policy (a Hugging Face folder such as
+            `.distrl/models/smollm2-135m-instruct` from `distrl pretrained`, adapted with LoRA);
+            None: the tiny default. Later versions carry their base with them.
     """
     params = params or LearnerParams()
     logger = get_run_logger()
+    if stop_token is None:  # a deployment's own process: DISTRL_LEARNER_THREADS, else torch's default
+        logger.info("torch threads for the learner: %d", configure_threads("learner"))
     if bootstrap and PolicyRegistry().resolve("latest") is None:
-        version = warm_start_policy(warm_start or WarmStartConfig())
+        version = warm_start_policy(warm_start or WarmStartConfig(), policy_config_for(base))
         logger.info("empty registry: published the warm start as version %d", version)
     session_id = open_learner(params, replay)
     session = sessions.get(session_id, LearnerSession)

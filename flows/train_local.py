@@ -15,7 +15,6 @@ from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field
 
 from distrl_core.learner.warm_start import WarmStartConfig
-from distrl_core.policy.config import PolicyConfig, TinyModelConfig
 from flows.collect import collect
 from flows.learn import learn
 from storage.registry import PolicyRegistry
@@ -42,7 +41,7 @@ from tasks.learner import (
 )
 from tasks.progress import ProgressMonitor
 from tasks.stop import StopToken
-from tasks.warm_start import warm_start_policy
+from tasks.warm_start import policy_config_for, warm_start_policy
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +77,10 @@ class TrainLocalParams(BaseModel):
     )
     warm_start_noise: float = Field(
         0.3, ge=0, le=1, description="Noise of the scripted expert's demonstrations."
+    )
+    base: str | None = Field(
+        None,
+        description="Pretrained base of the warm start's policy, adapted with LoRA (None: the tiny default).",
     )
     evaluate: bool = Field(
         True, description="Evaluate the warm start and the final version on the held-out split."
@@ -121,7 +124,7 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
                 noise=params.warm_start_noise,
                 seed=params.seed,
             ),
-            PolicyConfig(seed=params.seed, tiny=TinyModelConfig(seed=params.seed)),
+            policy_config_for(params.base, params.seed),
         )
         logger.info("warm start published as version %d", warm)
     baseline = evaluate_version(warm, family=params.family) if params.evaluate else None

@@ -9,14 +9,25 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from distrl_core.learner.warm_start import WarmStartConfig, collect_demonstrations, supervised_warm_start
 from distrl_core.policy import save_policy
-from distrl_core.policy.config import PolicyConfig
+from distrl_core.policy.config import PolicyConfig, TinyModelConfig
+from distrl_core.policy.defaults import describe_defaults
 from distrl_core.policy.model import Policy
 from storage.registry import PolicyRegistry
+
+
+def policy_config_for(base: str | None, seed: int = 0) -> PolicyConfig:
+    """The policy of a warm start: the tiny default (initial weights from ``seed``), or ``base``
+    adapted with LoRA; ``seed`` also seeds the action sampler."""
+    if base is None:
+        return PolicyConfig(seed=seed, tiny=TinyModelConfig(seed=seed))
+    from distrl_core.policy.config import LoraSettings
+
+    return PolicyConfig(base=base, lora=LoraSettings(), seed=seed)
 
 
 @task(cache_policy=NO_CACHE)
@@ -27,6 +38,7 @@ def warm_start_policy(
     config = config or WarmStartConfig()
     demos = collect_demonstrations(config)
     policy = Policy.create(policy_config or PolicyConfig())
+    get_run_logger().info("warm start settings: %s", describe_defaults(policy.config))
     history = supervised_warm_start(policy, demos.rows, config)
     registry = PolicyRegistry()
     run_id = registry.start_run("warm-start", tags={"role": "warm_start"})

@@ -16,6 +16,7 @@ from distrl_core.learner.averaging import WeightAverage
 from distrl_core.learner.batch import StepBatch
 from distrl_core.learner.config import LearnerConfig
 from distrl_core.learner.objectives import compute_objective, group_advantages
+from distrl_core.policy.defaults import training_defaults
 from distrl_core.policy.model import Policy
 
 __all__ = ["Learner"]
@@ -35,11 +36,20 @@ class Learner:
 
     ``policy_version`` is the version the learner's weights correspond to (the caller bumps it when
     it publishes); the batch's policy lag is measured against it. Separate AdamW optimisers (and
-    learning rates) for the actor and the critics.
+    learning rates) for the actor and the critics. On a pretrained base (``policy.config.base``)
+    the actor's optimiser has two groups, the adapter at ``backbone_lr`` (default from
+    policy.defaults: 1e-4) and the heads at ``actor_lr``, and a micro-batch holds at most
+    ``PRETRAINED.micro_batch_size`` trajectories unless ``micro_batch_size`` was set explicitly;
+    the tiny default keeps one group and ``config.micro_batch_size``.
     """
 
     def __init__(
-        self, policy: Policy, config: LearnerConfig | None = None, *, policy_version: int = 0
+        self,
+        policy: Policy,
+        config: LearnerConfig | None = None,
+        *,
+        policy_version: int = 0,
+        backbone_lr: float | None = None,
     ) -> None:
         self.policy = policy
         self.config = config or LearnerConfig()
@@ -48,8 +58,9 @@ class Learner:
         torch.manual_seed(self.config.seed)
         cfg = self.config
         self.actor_optimizer = torch.optim.AdamW(
-            policy.actor_parameters(), lr=cfg.actor_lr, weight_decay=cfg.weight_decay
+            self._actor_groups(backbone_lr), lr=cfg.actor_lr, weight_decay=cfg.weight_decay
         )
+        self.micro_batch_size = self._micro_batch_size()
         self.critic_optimizer = torch.optim.AdamW(
             policy.critic_parameters(), lr=cfg.critic_lr, weight_decay=cfg.weight_decay
         )
@@ -65,6 +76,18 @@ class Learner:
         what to publish, act with and evaluate. The block must not train."""
         with self.average.swapped_in() if self.average is not None else nullcontext():
             yield self.policy
+
+    def _actor_groups(self, backbone_lr: float | None) -> list[dict[str, Any]]:
+        backbone_lr = backbone_lr or training_defaults(self.policy.config).learner_backbone_lr
+        return self.policy.actor_parameter_groups(self.config.actor_lr, backbone_lr)
+
+    def _micro_batch_size(self) -> int:
+        """The configured micro-batch, capped for a pretrained base when left at its default
+        (LearnerConfig's 16 trajectories in one graph do not fit in memory with a real LM)."""
+        cap = training_defaults(self.policy.config).micro_batch_size
+        if cap is None or self.config.micro_batch_size != LearnerConfig.micro_batch_size:
+            return self.config.micro_batch_size
+        return min(cap, self.config.micro_batch_size)
 
     @property
     def device(self) -> torch.device:
@@ -132,8 +155,8 @@ class Learner:
         autocast = torch.autocast(
             "cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda" and cfg.mixed_precision
         )
-        for start in range(0, batch.size, cfg.micro_batch_size):
-            rows = list(range(start, min(start + cfg.micro_batch_size, batch.size)))
+        for start in range(0, batch.size, self.micro_batch_size):
+            rows = list(range(start, min(start + self.micro_batch_size, batch.size)))
             sub = batch if len(rows) == batch.size else batch.select_rows(rows)
             mask = full_mask if sub is batch else full_mask[rows][:, : sub.shape[1]]
             with autocast, policy.with_word_dropout(cfg.entity_dropout, cfg.word_dropout):

@@ -21,6 +21,7 @@ from distrl_core.envs.sim_env import SimDroidEnvConfig
 from distrl_core.envs.simdroid.device import SimDroidConfig
 from distrl_core.envs.simdroid.tasks import Task, load_tasks
 from distrl_core.learner.batch import StepBatch
+from distrl_core.policy.defaults import training_defaults
 from distrl_core.policy.model import Policy
 from distrl_core.rollout import RolloutConfig, RolloutResult, expert_actor, run_episodes
 
@@ -40,6 +41,11 @@ class WarmStartConfig:
     - ``entity_dropout``/``word_dropout``: word dropout during SFT (see Policy.with_word_dropout);
       what makes the warm start generalise to held-out apps, sites and phrasings.
     - ``seed``: demonstrations and batch order.
+    - ``backbone_lr``/``micro_batch_size``/``max_micro_batch_tokens``: None picks them from the
+      base (policy.defaults.training_defaults): the tiny default trains backbone and heads at
+      ``lr`` on the whole batch at once; a pretrained base trains its LoRA adapter at 2e-4, the
+      heads at ``lr``, and accumulates gradients over micro-batches of trajectories so that the
+      memory of a step stays bounded however large ``batch_size`` and the prompts are.
     """
 
     family: str | None = "general"
@@ -52,6 +58,9 @@ class WarmStartConfig:
     entity_dropout: float = 0.5
     word_dropout: float = 0.1
     seed: int = 0
+    backbone_lr: float | None = None
+    micro_batch_size: int | None = None
+    max_micro_batch_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.noise <= 1.0:
@@ -60,6 +69,9 @@ class WarmStartConfig:
             raise ValueError(
                 "WarmStartConfig needs episodes_per_task >= 1, updates >= 0, batch_size >= 1 and lr > 0"
             )
+        for name in ("backbone_lr", "micro_batch_size", "max_micro_batch_tokens"):
+            if getattr(self, name) is not None and not getattr(self, name) > 0:
+                raise ValueError(f"WarmStartConfig.{name} must be None (from the base) or > 0")
 
 
 def collect_demonstrations(
@@ -90,25 +102,103 @@ def supervised_warm_start(
     keys = sorted(episodes)
     rng = random.Random(config.seed)
     torch.manual_seed(config.seed)  # word dropout draws from torch's global generator
-    optimizer = torch.optim.AdamW(policy.actor_parameters(), lr=config.lr)
+    optimizer = warm_start_optimizer(policy, config)
+    micro = warm_start_micro_batching(policy, config)
     history = []
     policy.train()
     with policy.with_word_dropout(config.entity_dropout, config.word_dropout):
         for _ in range(config.updates):
             chosen = rng.sample(keys, min(config.batch_size, len(keys)))
-            batch = StepBatch.from_rows([row for key in chosen for row in episodes[key]]).to(policy.device)
-            out = policy.evaluate(batch)
-            usable = batch.mask & out.known
-            nll = -masked_mean(out.logp, usable)
+            trajectories = [episodes[key] for key in chosen]
             optimizer.zero_grad(set_to_none=True)
-            nll.backward()
+            if micro is None:  # the tiny default: one graph over the whole batch
+                metrics = _sft_backward(policy, [row for rows in trajectories for row in rows], None)
+            else:
+                metrics = _sft_backward_accumulated(policy, trajectories, *micro)
             optimizer.step()
-            history.append(
-                {
-                    "nll": float(nll.detach()),
-                    "entropy": float(masked_mean(out.entropy.detach(), batch.mask)),
-                    "known_fraction": float(usable.sum()) / max(int(batch.mask.sum()), 1),
-                }
-            )
+            history.append(metrics)
     policy.eval()
     return history
+
+
+def warm_start_optimizer(policy: Policy, config: WarmStartConfig) -> torch.optim.Optimizer:
+    """AdamW over the actor; a pretrained base's adapter gets its own (smaller) learning rate."""
+    backbone_lr = config.backbone_lr or training_defaults(policy.config).backbone_lr
+    return torch.optim.AdamW(policy.actor_parameter_groups(config.lr, backbone_lr), lr=config.lr)
+
+
+def warm_start_micro_batching(policy: Policy, config: WarmStartConfig) -> tuple[int, int | None] | None:
+    """(trajectories, prompt tokens) per micro-batch, or None for one graph over the whole batch."""
+    defaults = training_defaults(policy.config)
+    size = config.micro_batch_size or defaults.micro_batch_size
+    tokens = config.max_micro_batch_tokens or defaults.max_micro_batch_tokens
+    if size is None and tokens is None:
+        return None
+    return size or config.batch_size, tokens
+
+
+def _sft_backward(policy: Policy, rows: list[dict[str, Any]], accumulate: bool = False):
+    """Backward of −mean log π over ``rows`` (of the demonstrated actions the policy can express);
+    with ``accumulate`` the backward is of the sum, and the caller divides by the batch's count."""
+    batch = StepBatch.from_rows(rows).to(policy.device)
+    out = policy.evaluate(batch)
+    usable = batch.mask & out.known
+    if not accumulate:
+        nll = -masked_mean(out.logp, usable)
+        nll.backward()
+        return {
+            "nll": float(nll.detach()),
+            "entropy": float(masked_mean(out.entropy.detach(), batch.mask)),
+            "known_fraction": float(usable.sum()) / max(int(batch.mask.sum()), 1),
+        }
+    nll_sum = -torch.where(usable, out.logp, torch.zeros_like(out.logp)).sum()
+    nll_sum.backward()
+    return {
+        "nll": float(nll_sum.detach()),
+        "entropy": float((out.entropy.detach() * batch.mask).sum()),
+        "usable": float(usable.sum()),
+        "steps": float(batch.mask.sum()),
+    }
+
+
+def _prompt_tokens(policy: Policy, rows: list[dict[str, Any]]) -> int:
+    steps = StepBatch.from_rows(rows).steps  # rebuilds each step's action history like the learner
+    return sum(len(policy.encode(s.instruction, s.observation_text, s.history).input_ids) for s in steps)
+
+
+def micro_batches(
+    policy: Policy, trajectories: list[list[dict[str, Any]]], size: int, max_tokens: int | None
+) -> list[list[dict[str, Any]]]:
+    """Consecutive groups of at most ``size`` trajectories and ``max_tokens`` prompt tokens (a
+    longer trajectory forms a group alone), as flat row lists."""
+    groups: list[list[dict[str, Any]]] = []
+    count = tokens = 0
+    for rows in trajectories:
+        cost = _prompt_tokens(policy, rows) if max_tokens else 0
+        if not groups or count >= size or (max_tokens and tokens + cost > max_tokens):
+            groups.append([])
+            count = tokens = 0
+        groups[-1].extend(rows)
+        count, tokens = count + 1, tokens + cost
+    return groups
+
+
+def _sft_backward_accumulated(
+    policy: Policy, trajectories: list[list[dict[str, Any]]], size: int, max_tokens: int | None
+) -> dict[str, float]:
+    """Gradient accumulation over micro-batches: the gradient of the batch's −mean log π, with
+    the memory of one micro-batch's graph. Each micro-batch back-propagates its sum; the
+    accumulated gradients are divided by the batch's count of usable steps at the end."""
+    sums = {"nll": 0.0, "entropy": 0.0, "usable": 0.0, "steps": 0.0}
+    for rows in micro_batches(policy, trajectories, size, max_tokens):
+        for name, value in _sft_backward(policy, rows, accumulate=True).items():
+            sums[name] += value
+    usable = max(sums["usable"], 1.0)
+    for parameter in policy.actor_parameters():
+        if parameter.grad is not None:
+            parameter.grad.div_(usable)
+    return {
+        "nll": sums["nll"] / usable,
+        "entropy": sums["entropy"] / max(sums["steps"], 1.0),
+        "known_fraction": sums["usable"] / max(sums["steps"], 1.0),
+    }

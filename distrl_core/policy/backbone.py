@@ -2,13 +2,18 @@
 
 A base hash identifies the weights a version was trained from. For the tiny default it is the
 SHA-256 of the freshly initialised weights (deterministic by seed) and of its config; for a
-pretrained base it is the SHA-256 of the checkpoint's config and weight files.
+pretrained base it is the SHA-256 of the checkpoint's config and weight files, computed once per
+checkpoint: reading 0.5 GB takes ~20 s here, and every collector loads every version. The result is
+cached in memory and in a JSON file (``DISTRL_HASH_CACHE``, default ~/.cache/distrl/) keyed by
+the directory and each file's name, size and modification time; any change to them rehashes.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +23,7 @@ from torch import nn
 from distrl_core.policy.config import LoraSettings, PolicyConfig, TinyModelConfig
 
 __all__ = [
+    "HASH_METHOD",
     "apply_lora",
     "build_tiny_encoder",
     "build_tiny_model",
@@ -87,12 +93,59 @@ def resolve_checkpoint_dir(pointer: str) -> Path:
         ) from exc
 
 
+HASH_METHOD = (
+    "sha256 over the names and contents of the checkpoint's config and weight files; computed once "
+    "per checkpoint, cached by directory and each file's name, size and mtime"
+)
+_hash_memo: dict[str, tuple[list, str]] = {}
+_hash_lock = threading.Lock()
+
+
+def _hash_cache_file() -> Path:
+    default = Path.home() / ".cache" / "distrl" / "checkpoint_hashes.json"
+    return Path(os.environ.get("DISTRL_HASH_CACHE") or default)
+
+
+def _read_hash_cache(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}  # absent or torn: rehash, nothing is lost but time
+
+
 def hash_checkpoint_files(directory: Path) -> str:
-    """SHA-256 over the names and contents of a checkpoint's config and weight files."""
-    digest = hashlib.sha256()
+    """SHA-256 over the names and contents of a checkpoint's config and weight files (cached)."""
+    directory = Path(directory).resolve()
     files = sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in _WEIGHT_SUFFIXES)
     if not files:
         raise FileNotFoundError(f"no model files (config, weights) under {directory}")
+    stamp = [[str(p.relative_to(directory)), p.stat().st_size, p.stat().st_mtime_ns] for p in files]
+    key = str(directory)
+    with _hash_lock:
+        memo = _hash_memo.get(key)
+        if memo is None:
+            cached = _read_hash_cache(_hash_cache_file()).get(key)
+            memo = (cached["files"], cached["hash"]) if cached else None
+        if memo is not None and memo[0] == stamp:
+            _hash_memo[key] = memo
+            return memo[1]
+    value = _hash_files(directory, files)
+    with _hash_lock:
+        _hash_memo[key] = (stamp, value)
+        cache_file = _hash_cache_file()
+        try:
+            cache_file.parent.mkdir(parents=True, exist_ok=True)
+            entries = _read_hash_cache(cache_file) | {key: {"files": stamp, "hash": value}}
+            staging = cache_file.with_name(f"{cache_file.name}.{os.getpid()}.tmp")
+            staging.write_text(json.dumps(entries))
+            os.replace(staging, cache_file)  # atomic: concurrent collectors never read a torn file
+        except OSError:
+            pass  # a read-only home: the in-memory cache still spares this process
+    return value
+
+
+def _hash_files(directory: Path, files: list[Path]) -> str:
+    digest = hashlib.sha256()
     for path in files:
         digest.update(str(path.relative_to(directory)).encode() + b"\0")
         with path.open("rb") as handle:

@@ -103,6 +103,7 @@ class Policy:
         self.generator = torch.Generator().manual_seed(config.seed)
         self.word_dropout: tuple[float, float] = (0.0, 0.0)  # (entity, other); see with_word_dropout
         self._max_tokens = getattr(self._hf_config(), "max_position_embeddings", None)
+        self.dropout_token_id = scoring.dropout_token_id(tokenizer)  # what word dropout feeds
         self._encode = functools.lru_cache(maxsize=1 << 16)(self._encode_uncached)
 
     # ----- construction ---------------------------------------------------------------------------
@@ -135,6 +136,15 @@ class Policy:
         backbone = [p for p in self.model.parameters() if p.requires_grad]
         return backbone + self.heads.actor_parameters()
 
+    def actor_parameter_groups(self, lr: float, backbone_lr: float | None = None) -> list[dict[str, Any]]:
+        """AdamW groups of the actor: with ``backbone_lr`` the trainable backbone weights (a LoRA
+        adapter) get it and the heads get ``lr``; without, one group at ``lr`` (the tiny default)."""
+        if backbone_lr is None:
+            return [{"params": self.actor_parameters(), "lr": lr}]
+        backbone = [p for p in self.model.parameters() if p.requires_grad]
+        groups = [{"params": backbone, "lr": backbone_lr, "name": "backbone"}]
+        return [*groups, {"params": self.heads.actor_parameters(), "lr": lr, "name": "heads"}]
+
     def critic_parameters(self) -> list[nn.Parameter]:
         return self.heads.critic_parameters()
 
@@ -149,7 +159,8 @@ class Policy:
     @contextlib.contextmanager
     def with_word_dropout(self, entity: float, other: float = 0.0) -> Iterator[Policy]:
         """Within the block, training passes of a scoring policy replace words shared by the
-        instruction and the screen with [UNK] with probability ``entity`` (other words with
+        instruction and the screen with [UNK] (or a mask token, or nothing: see
+        ``scoring.dropout_token_id``) with probability ``entity`` (other words with
         ``other``): a regulariser for supervised training. Never used when acting."""
         if not (0.0 <= entity <= 1.0 and 0.0 <= other <= 1.0):
             raise ValueError(f"word dropout probabilities must be in [0, 1], got {entity}, {other}")

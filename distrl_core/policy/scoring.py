@@ -7,6 +7,7 @@ token log-likelihood would penalise them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -22,7 +23,7 @@ from distrl_core.policy.types import ActOutput, StepInput
 if TYPE_CHECKING:
     from distrl_core.policy.model import Policy
 
-__all__ = ["ScoredSteps", "act_scoring", "evaluate_scoring", "score_steps"]
+__all__ = ["ScoredSteps", "act_scoring", "dropout_token_id", "evaluate_scoring", "score_steps"]
 
 
 @dataclass
@@ -43,22 +44,55 @@ def _pad(rows: Sequence[Sequence[int]], value: int, device: torch.device) -> tor
     return out.to(device)
 
 
-def _drop_words(policy: Policy, ids: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
-    """Training-time word dropout: words shared by the instruction and the screen (entities) become
-    [UNK] with probability ``entity``, other words with ``other``, so the model learns to ground by
-    the match flags rather than by memorising which entity goes with which words."""
+_END_MARKER = re.compile(r"(?i)end|eos|</s>|<\|im_")
+
+
+def dropout_token_id(tokenizer) -> int | None:
+    """The token a dropped word becomes: [UNK] when it is a real unknown-word token (the tiny
+    default's word-level tokenizer), else a dedicated mask token; None when there is neither. Byte-level BPE tokenizers never emit
+    [UNK] and often name an end-of-text marker as their unk (SmolLM2: ``<|endoftext|>``): feeding
+    that in place of words teaches the model that texts end mid-prompt, so it is never used."""
+    specials = {
+        getattr(tokenizer, name, None)
+        for name in ("eos_token_id", "bos_token_id", "pad_token_id", "sep_token_id", "cls_token_id")
+    }
+    for name in ("unk_token", "mask_token"):
+        token = getattr(tokenizer, name, None)
+        token_id = getattr(tokenizer, f"{name}_id", None)
+        usable = token is not None and token_id is not None and token_id not in specials
+        if usable and not _END_MARKER.search(str(token)):
+            return token_id
+    return None
+
+
+def _drop_mask(policy: Policy, ids: torch.Tensor, flags: torch.Tensor) -> torch.Tensor | None:
+    """Training-time word dropout: words shared by the instruction and the screen (entities) are
+    dropped with probability ``entity``, other words with ``other``, so the model learns to ground
+    by the match flags rather than by memorising which entity goes with which words."""
     entity, other = policy.word_dropout
-    if not policy.model.training or (entity <= 0 and other <= 0) or policy.tokenizer.unk_token_id is None:
-        return ids
+    if not policy.model.training or (entity <= 0 and other <= 0):
+        return None
     shared = (flags == FLAG_MATCH) | (flags == FLAG_INSTRUCTION_MATCHED)
     probability = torch.where(shared, torch.full_like(ids, 0, dtype=torch.float) + entity, other)
-    drop = torch.rand(ids.shape, device=ids.device) < probability
-    return torch.where(drop, torch.full_like(ids, policy.tokenizer.unk_token_id), ids)
+    return torch.rand(ids.shape, device=ids.device) < probability
+
+
+def _embed_with_dropout(policy: Policy, ids: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
+    """Input embeddings; dropped words become the dropout token (see ``dropout_token_id``), or a
+    zero embedding (no content, position kept) when the tokenizer has no such token."""
+    embed = policy.model.get_input_embeddings()
+    drop = _drop_mask(policy, ids, flags)
+    if drop is None:
+        return embed(ids)
+    token_id = policy.dropout_token_id
+    if token_id is not None:
+        return embed(torch.where(drop, torch.full_like(ids, token_id), ids))
+    inputs = embed(ids)
+    return inputs * (~drop)[..., None].to(inputs.dtype)
 
 
 def _hidden_states(policy: Policy, ids: torch.Tensor, flags: torch.Tensor, attention: torch.Tensor):
-    embed = policy.model.get_input_embeddings()
-    inputs = embed(_drop_words(policy, ids, flags))
+    inputs = _embed_with_dropout(policy, ids, flags)
     if policy.heads.match is not None:
         inputs = inputs + policy.heads.match(flags).to(inputs.dtype)
     output = policy.model(

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from distrl_core.policy.backbone import (
+    HASH_METHOD,
     build_tiny_model,
     hash_checkpoint_files,
     hash_state_dict,
@@ -60,6 +61,8 @@ def save_policy(policy: Policy, directory: str | Path) -> Path:
         "pointer": policy.base.pointer,
         "hash": policy.base.hash,
     }
+    if policy.base.kind == "pretrained":
+        base["hash_method"] = HASH_METHOD
     (directory / "base.json").write_text(json.dumps(base, indent=2))
     policy.tokenizer.save_pretrained(directory / "tokenizer")
     if policy.processor is not None:

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The pretrained bench on a GPU: tiny default vs SmolLM2-135M-Instruct + LoRA at equal wall-clock,
+# bfloat16 autocast, batched acting; ~6 minutes in all (two models x ~150 s of warm start + A-RIDE,
+# plus loading, latency and update timings). Needs torch (CUDA), transformers, peft, numpy, pyarrow,
+# matplotlib; no DuckDB, Prefect, MLflow or gguf.
+#
+#   bench/gpu_pretrained.sh MODEL_DIR    # MODEL_DIR: the folder `distrl pretrained` converted
+#
+# Writes pretrained_gpu.json and pretrained_gpu.png to $OUT when set, else to bench/results/.
+set -euo pipefail
+model_dir=${1:?usage: bench/gpu_pretrained.sh MODEL_DIR (the folder written by distrl pretrained)}
+out_dir=${OUT:-$(dirname "$0")/results}
+mkdir -p "$out_dir"
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+python=${PYTHON:-python3}
+"$python" -c 'import torch; assert torch.cuda.is_available(), "no CUDA device"; print(torch.cuda.get_device_name(0))'
+"$python" "$(dirname "$0")/pretrained.py" \
+  --base "$model_dir" --device cuda --bf16 \
+  --budget-seconds "${BUDGET_SECONDS:-140}" --warm-start-share 0.25 \
+  --episodes-per-round 32 --updates-per-round 16 --batch-size 16 \
+  --eval-tasks 32 --final-eval-tasks 96 --act-repeats 10 --update-repeats 5 \
+  --out "$out_dir/pretrained_gpu.json" 2>&1 | tee "$out_dir/pretrained_gpu.log"

