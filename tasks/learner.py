@@ -144,7 +144,19 @@ def open_learner(
         lambda: registry.client.log_batch(run_id, params=_params_for_mlflow(params, config)), "logging params"
     )
     session = LearnerSession(params, replay, learner, registry, run_id, latest)
+    if start_version is None:  # a restart, not a fine-tune that counts its own updates (retrain)
+        _resume_counters(session, fetched.tags)
     return sessions.register(session, role)
+
+
+def _resume_counters(session: LearnerSession, tags: dict[str, str]) -> None:
+    """Continue the step and sample counts the resumed version was published with: β annealing and
+    the critic warm-up run on `learner.updates`, and would otherwise start over at every restart."""
+    try:
+        session.learner.updates = int(tags.get("learner_step", 0))
+        session.samples_seen = int(tags.get("samples_seen", 0))
+    except ValueError:
+        log.warning("version %d has unreadable counter tags %s; counting from 0", session.version, tags)
 
 
 def _params_for_mlflow(params: LearnerParams, config: LearnerConfig):
