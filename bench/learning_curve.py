@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch
 from _stats import fmt_interval, t_interval
 
-from distrl_core.envs.simdroid.tasks import Task, load_tasks
+from distrl_core.envs.simdroid.tasks import Task, load_tasks, validation_split
 from distrl_core.learner import (
     Learner,
     LearnerConfig,
@@ -66,6 +66,7 @@ from distrl_core.learner import (
     train_rounds,
 )
 from distrl_core.policy import Policy, PolicyConfig, load_policy, save_policy
+from distrl_core.policy.config import TinyModelConfig
 
 # name -> (algorithm, LearnerConfig overrides)
 METHODS: dict[str, tuple[str, dict]] = {
@@ -73,6 +74,7 @@ METHODS: dict[str, tuple[str, dict]] = {
     "aride_pure": ("aride", {"normalize_advantages": False, "positive_advantages_only": False}),
     "aride_norm": ("aride", {"normalize_advantages": True, "positive_advantages_only": False}),
     "aride_pos": ("aride", {"normalize_advantages": False, "positive_advantages_only": True}),
+    "aride_raw": ("aride", {"weight_average_decay": 0.0}),  # publishes raw weights, not their average
     "digirl": ("digirl", {}),
     "filtered_bc": ("filtered_bc", {}),
     "gigpo": ("gigpo", {}),
@@ -98,16 +100,12 @@ def splits(family: str, validation: bool) -> tuple[list[Task], list[Task]]:
     task kind moves from train to evaluation, as the test split holds out phrasings."""
     if not validation:
         return load_tasks(family, "train"), load_tasks(family, "test")
-    train, held = [], []
-    for task in load_tasks(family, "train"):
-        template = str(task.params.get("template", ""))
-        (held if template.endswith("-0") else train).append(task)
-    return train, held
+    return validation_split(family)
 
 
-def evaluate(policy, tasks: list[Task]) -> float:
+def evaluate(policy, tasks: list[Task], episodes_per_task: int) -> float:
     """The bench's evaluation of a policy outside the rounds (the warm start): greedy success."""
-    return evaluate_success(policy, tasks, LoopConfig().env)
+    return evaluate_success(policy, tasks, LoopConfig().env, episodes_per_task=episodes_per_task)
 
 
 def _quiet_worker() -> None:
@@ -120,7 +118,7 @@ def _quiet_worker() -> None:
 def warm_start_job(family: str, seed: int, settings: dict, directory: str) -> dict:
     started = time.perf_counter()
     _quiet_worker()
-    policy = Policy.create(PolicyConfig(device="cpu", seed=seed))
+    policy = Policy.create(PolicyConfig(device="cpu", seed=seed, tiny=TinyModelConfig(seed=seed)))
     warm = WarmStartConfig(
         family=family, noise=settings["warm_start_noise"], updates=settings["warm_start_updates"], seed=seed
     )
@@ -131,7 +129,7 @@ def warm_start_job(family: str, seed: int, settings: dict, directory: str) -> di
     return {
         "family": family,
         "seed": seed,
-        "heldout_success": evaluate(policy, held[: settings["eval_tasks"]]),
+        "heldout_success": evaluate(policy, held[: settings["eval_tasks"]], settings["eval_episodes"]),
         "demo_episodes": len(demos.episodes),
         "seconds": round(time.perf_counter() - started, 1),
     }
@@ -154,6 +152,7 @@ def method_job(family: str, seed: int, method: str, settings: dict, directory: s
         group_size=settings["group_size"],
         eval_tasks=settings["eval_tasks"],
         train_eval_tasks=settings["train_eval_tasks"],
+        eval_episodes_per_task=settings["eval_episodes"],
         seed=seed,
     )
     train, held = splits(family, settings["validation"])
@@ -257,6 +256,9 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=4, help="gigpo: episodes per task per group")
     parser.add_argument(
         "--eval-tasks", type=int, default=None, help="first N held-out tasks only (smoke runs)"
+    )
+    parser.add_argument(
+        "--eval-episodes", type=int, default=2, help="greedy episodes per held-out task per evaluation"
     )
     parser.add_argument("--train-eval-tasks", type=int, default=0, help="also evaluate on N train tasks")
     parser.add_argument("--warm-start-updates", type=int, default=40)
