@@ -49,7 +49,8 @@ from distrl_core.learner import (
     supervised_warm_start,
     train_rounds,
 )
-from distrl_core.policy import Policy, PolicyConfig
+from distrl_core.policy import LoraSettings, Policy, PolicyConfig
+from distrl_core.policy.defaults import describe_defaults
 from distrl_core.rollout import RolloutConfig, run_episodes
 
 # name -> (algorithm, LearnerConfig overrides)
@@ -131,12 +132,17 @@ def main() -> None:
         "--validation", action="store_true", help="tune on a validation split of the train tasks"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--base", default=None, help="pretrained base folder (`distrl pretrained`), adapted with LoRA"
+    )
     parser.add_argument("--out", default="bench/results/learning_curve.json")
     args = parser.parse_args()
     torch.set_num_threads(1)
 
     started = time.perf_counter()
-    policy = Policy.create(PolicyConfig(device="cpu", seed=args.seed))
+    lora = LoraSettings() if args.base else None
+    policy = Policy.create(PolicyConfig(base=args.base, lora=lora, device="cpu", seed=args.seed))
+    print(f"policy: {describe_defaults(policy.config)}")
     warm = WarmStartConfig(
         family=args.family, noise=args.warm_start_noise, updates=args.warm_start_updates, seed=args.seed
     )
@@ -204,7 +210,7 @@ def main() -> None:
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "torch_threads": 1},
         "settings": {
             **vars(args),
-            "policy": PolicyConfig().to_dict(),
+            "policy": policy.config.to_dict(),
             "learner_defaults": LearnerConfig().to_dict(),
             "evaluated_on": "validation (train *-train-0 templates)" if args.validation else "test split",
         },
