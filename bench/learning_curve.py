@@ -264,6 +264,7 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, choices=sorted(METHODS))
     parser.add_argument("--learner", nargs="*", default=[], metavar="KEY=VALUE")
     parser.add_argument("--validation", action="store_true", help="evaluate on a validation split of train")
+    parser.add_argument("--no-timing", action="store_true", help="skip the learner-update timing (~20 s)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (one torch thread each)")
     parser.add_argument("--out", default="bench/results/learning_curve.json")
     args = parser.parse_args()
@@ -278,7 +279,11 @@ def main() -> None:
             print(
                 f"warm start {w['family']} seed {w['seed']}: held-out {w['heldout_success']:.3f}", flush=True
             )
-        timing = update_timing(directory[args.family[0], args.seeds[0]], args.family[0])
+        timing = (
+            None
+            if args.no_timing
+            else update_timing(directory[args.family[0], args.seeds[0]], args.family[0])
+        )
         jobs = [(f, s, m, settings, directory[f, s]) for f, s in directory for m in args.methods]
         runs = run_jobs(method_job, jobs, args.jobs)
     evaluated_on = "validation" if args.validation else "held-out"
