@@ -79,6 +79,11 @@ METHODS: dict[str, tuple[str, dict]] = {
 }
 DEFAULT_METHODS = ["aride", "aride_pure", "digirl", "filtered_bc", "gigpo"]
 LAST_K = 3  # a run's score: the mean of its last LAST_K held-out evaluations
+# Learner metrics kept per round (means over the round's updates), to tell why a method stalls.
+ROUND_METRICS = (
+    "actor_loss", "entropy", "advantage_mean", "rho_mean", "kept_fraction", "clip_fraction",
+    "group_singleton_step_fraction", "group_episode_advantage_abs_mean", "grad_norm_actor",
+)  # fmt: skip
 
 
 def parse_overrides(items: list[str]) -> dict:
@@ -187,6 +192,7 @@ def method_job(family: str, seed: int, method: str, settings: dict, directory: s
                 "collected_success": round(r.train_success, 4),
                 "updates": r.updates,
                 "seconds": round(r.seconds, 1),
+                "learner": {k: round(v, 4) for k, v in r.metrics.items() if k in ROUND_METRICS},
             }
             for r in rounds
         ],
