@@ -81,6 +81,11 @@ METHODS: dict[str, tuple[str, dict]] = {
 }
 DEFAULT_METHODS = ["aride", "aride_pure", "digirl", "filtered_bc", "gigpo"]
 LAST_K = 3  # a run's score: the mean of its last LAST_K held-out evaluations
+# Learner metrics kept per round (means over the round's updates), to tell why a method stalls.
+ROUND_METRICS = (
+    "actor_loss", "entropy", "advantage_mean", "rho_mean", "kept_fraction", "clip_fraction",
+    "group_singleton_step_fraction", "group_episode_advantage_abs_mean", "grad_norm_actor",
+)  # fmt: skip
 
 
 def parse_overrides(items: list[str]) -> dict:
@@ -186,6 +191,7 @@ def method_job(family: str, seed: int, method: str, settings: dict, directory: s
                 "collected_success": round(r.train_success, 4),
                 "updates": r.updates,
                 "seconds": round(r.seconds, 1),
+                "learner": {k: round(v, 4) for k, v in r.metrics.items() if k in ROUND_METRICS},
             }
             for r in rounds
         ],
@@ -266,6 +272,7 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, choices=sorted(METHODS))
     parser.add_argument("--learner", nargs="*", default=[], metavar="KEY=VALUE")
     parser.add_argument("--validation", action="store_true", help="evaluate on a validation split of train")
+    parser.add_argument("--no-timing", action="store_true", help="skip the learner-update timing (~20 s)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (one torch thread each)")
     parser.add_argument("--out", default="bench/results/learning_curve.json")
     args = parser.parse_args()
@@ -280,7 +287,11 @@ def main() -> None:
             print(
                 f"warm start {w['family']} seed {w['seed']}: held-out {w['heldout_success']:.3f}", flush=True
             )
-        timing = update_timing(directory[args.family[0], args.seeds[0]], args.family[0])
+        timing = (
+            None
+            if args.no_timing
+            else update_timing(directory[args.family[0], args.seeds[0]], args.family[0])
+        )
         jobs = [(f, s, m, settings, directory[f, s]) for f, s in directory for m in args.methods]
         runs = run_jobs(method_job, jobs, args.jobs)
     evaluated_on = "validation" if args.validation else "held-out"
