@@ -15,6 +15,7 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 
 SEEDS = (0, 1, 2, 3, 4)
+ROUNDS = 14
 
 
 def _run_seed(seed: int) -> dict:
@@ -48,9 +49,6 @@ def _run_seed(seed: int) -> dict:
         "policy_lag_max": rounds[-1].metrics["policy_lag_max"],
         "test_tasks": len(load_tasks("general", "test")),
     }
-
-
-ROUNDS = 14
 
 
 @pytest.mark.slow
