@@ -9,7 +9,6 @@ cannot import storage; ``tests/learner`` checks the two agree), ready for
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import random
 import time
@@ -97,8 +96,8 @@ class EpisodeSummary:
 
 @dataclass
 class RolloutResult:
-    """``rows``: step rows, plus one ``env_error`` row (step 0, no action) for each episode whose
-    reset failed, so that every attempted episode reaches the store. ``dropped_envs``: devices
+    """``rows``: step rows, plus one ``env_error`` row (step 0, no action) for each episode that
+    failed before its first step (reset or first step), so every attempted episode reaches the store. ``dropped_envs``: devices
     taken out after ``max_reset_failures`` failed resets in a row; ``unattempted``: tasks left over
     when no environment remained."""
 
@@ -248,6 +247,9 @@ def run_episodes(
 
     def finish(slot: int, episode: _Episode, success: bool, error: str | None = None) -> None:
         status = "ok" if error is None else "env_error"
+        steps = len(episode.rows)
+        if error is not None and not episode.rows:  # failed before its first step: still recorded
+            episode.rows.append(_outage_row(config, episode.episode_id, episode.task, envs[slot], error))
         for row in episode.rows:
             row["episode_success"] = success
             row["episode_status"] = status
@@ -256,9 +258,7 @@ def run_episodes(
         rows.extend(episode.rows)
         reward = sum(r["reward"] for r in episode.rows)
         episodes.append(
-            EpisodeSummary(
-                episode.episode_id, episode.task.task_id, success, len(episode.rows), reward, status, error
-            )
+            EpisodeSummary(episode.episode_id, episode.task.task_id, success, steps, reward, status, error)
         )
         active.pop(slot, None)
 
@@ -276,11 +276,7 @@ def run_episodes(
             except Exception as exc:  # a device that cannot reset: record the attempt, back off
                 error = f"reset: {type(exc).__name__}: {exc}"
                 log.warning("reset of %s for %s failed: %s", _device_id(env), task.task_id, exc)
-                episode = _Episode(
-                    episode_id, task, None, [_outage_row(config, episode_id, task, env, error)]
-                )  # type: ignore[arg-type]
-                finish(slot, episode, False, error)
-                episodes[-1] = dataclasses.replace(episodes[-1], steps=0)
+                finish(slot, _Episode(episode_id, task, None), False, error)  # type: ignore[arg-type]
                 failed_resets[slot] += 1
                 if failed_resets[slot] >= config.max_reset_failures:
                     dropped.append(_device_id(env))

@@ -43,7 +43,10 @@ class InMemoryReplay:
     def add(self, rows: Sequence[dict[str, Any]]) -> int:
         by_episode: dict[str, list[dict[str, Any]]] = {}
         for row in rows:
-            by_episode.setdefault(row["episode_id"], []).append(row)
+            # Only "ok" episodes are trained on (storage.schema), as the DuckDB replay does; an
+            # env_error episode may be a single outage row with no observation.
+            if row["episode_status"] == "ok":
+                by_episode.setdefault(row["episode_id"], []).append(row)
         top = max(self.priorities, default=1.0)
         for episode in by_episode.values():
             self.episodes.append(sorted(episode, key=lambda r: r["step"]))

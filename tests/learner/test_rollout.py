@@ -131,3 +131,15 @@ def test_episode_ids_are_reproducible_within_a_run_and_distinct_across_runs():
     assert ids("collector-a") == ids("collector-a")
     # A re-run of a deployment reuses its seed; the replay would drop its episodes as duplicates.
     assert not ids("collector-a") & ids("collector-b")
+
+
+def test_the_in_memory_replay_keeps_only_ok_episodes():
+    from distrl_core.learner.local_loop import InMemoryReplay
+
+    config = SimDroidEnvConfig(screenshots=False, ui_xml=False)
+    failed = run_episodes(
+        expert_actor(0.0, seed=0), ["general-train-0000"], RolloutConfig(), envs=[_BrokenAfter(config, 1)]
+    )
+    ok = run_episodes(expert_actor(0.0, seed=0), ["general-train-0000"], RolloutConfig())
+    replay = InMemoryReplay()
+    assert replay.add(failed.rows + ok.rows) == 1 and len(replay) == 1
