@@ -123,15 +123,17 @@ def _sql_bypass(kind: str) -> Callable[[Context], dict]:
         crashed = leaked = 0
         for attack in SQL_ATTACKS:
             query = attack.format(store=store.url(store.root))
+            ran = False
             try:
-                result = str(session.query(query).to_pylist())
-                leaked += 1  # it ran
+                result, ran = str(session.query(query).to_pylist()), True
             except ReadOnlyError as exc:
                 result = str(exc)
             except Exception as exc:  # refused, but not by the guard: count it
                 crashed += 1
                 result = str(exc)
-            leaked += any(secret in result for secret in SECRETS) or _files(store, cwd) != before
+            wrote = _files(store, cwd) != before
+            before = _files(store, cwd)
+            leaked += ran or wrote or any(secret in result for secret in SECRETS)  # at most 1 per attack
         session.close()
         os.chdir(ROOT)
         return row(f"sql_bypass_{kind}", len(SQL_ATTACKS), crashed=crashed, leaked=leaked)
