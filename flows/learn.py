@@ -61,13 +61,14 @@ def learn(
         logger.info("empty registry: published the warm start as version %d", version)
     session_id = open_learner(params, replay)
     session = sessions.get(session_id, LearnerSession)
+    resumed_at = session.learner.updates  # a restart continues the count; max_updates bounds this run
     deadline = None if params.max_minutes is None else time.monotonic() + 60 * params.max_minutes
     since_publish = 0
     published = []
     last_wait_log = 0.0
     try:
         while not should_stop(stop_token, deadline):
-            if params.max_updates is not None and session.learner.updates >= params.max_updates:
+            if params.max_updates is not None and session.learner.updates - resumed_at >= params.max_updates:
                 break
             ingest_shards(session_id)
             metrics = train_block(session_id)

@@ -68,8 +68,9 @@ class SqlSession:
         with ThreadPoolExecutor(max_workers=8) as pool:
             verdicts = list(pool.map(lambda p: try_read_shard(self.store, p, mode="record")[1], self.shards))
         bad = [v for v in verdicts if v is not None]
+        known_bad = {b.path for b in bad}
         for path in self.shards:  # what pyarrow reads, DuckDB may still refuse: ask DuckDB too
-            if any(b.path == path for b in bad):
+            if path in known_bad:
                 continue
             try:
                 self.con.read_parquet(self.store.url(path)).to_arrow_table()
@@ -97,6 +98,8 @@ _QUERY_ERRORS = (
     duckdb.PermissionException,
     duckdb.ConversionException,
     duckdb.OutOfRangeException,
+    duckdb.OutOfMemoryException,
+    duckdb.InterruptException,
 )
 
 

@@ -118,7 +118,9 @@ def _temps(store: Store) -> list[Path]:
     return list(Path(store.root).rglob(".*.tmp")) if store.is_local else []
 
 
-def kill_writer_loop(store: Store, kills: int, *, kb: int = 2048, seed: int = 0, work: Path) -> KillReport:
+def kill_writer_loop(
+    store: Store, kills: int, *, kb: int = 2048, seed: int = 0, work: Path, max_delay_s: float = 0.5
+) -> KillReport:
     """SIGKILL a child shard writer `kills` times, each at a random moment after its first flush."""
     rng = np.random.default_rng(seed)
     report = KillReport(kills=kills)
@@ -139,7 +141,7 @@ def kill_writer_loop(store: Store, kills: int, *, kb: int = 2048, seed: int = 0,
             child.poll() is None and time.monotonic() < deadline and not (ack.exists() and ack.stat().st_size)
         ):
             time.sleep(0.02)
-        time.sleep(float(rng.uniform(0.0, 0.5)))
+        time.sleep(float(rng.uniform(0.0, max_delay_s)))
         if child.poll() is not None:
             report.crashed += 1
         else:

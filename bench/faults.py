@@ -1,0 +1,261 @@
+"""Fault scenarios of issue 12's probe at larger counts: one JSON table, one row per scenario.
+
+    .venv/bin/python bench/faults.py [--kills 30] [--only kill9_writer_local ...]
+
+Prints the table and writes bench/results/faults.json. Every row has the same columns:
+- attempts: faults injected (kills, attack queries, bad shards, logged runs);
+- corrupt: unreadable shards left visible, or bad shards not named;
+- lost: acknowledged episodes missing from the store, or good episodes missing from an answer;
+- crashed: runs that failed other than by the injected fault;
+- leaked: stale temp files after the sweep, attack queries that ran, wrote a file or showed a
+  secret, secret values in logs.
+The injectors are those of tests/reliability (tests/reliability/probes.py), where the same
+scenarios run at small counts. To add a row: write `def name(ctx: Context) -> dict` returning
+`row(...)` and append it to SCENARIOS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from storage.store import Store, open_store  # noqa: E402
+from tests.reliability.probes import SQL_ATTACKS, bad_shards, kill_writer_loop  # noqa: E402
+
+ACCESS_KEY, SECRET_KEY = "AKIAFAULTSBENCH0001", "faults-bench-secret-5d4c3b2a"
+JUDGE_KEY = "sk-faults-bench-judge-canary"
+SECRETS = (ACCESS_KEY, SECRET_KEY, JUDGE_KEY)
+
+
+@dataclass
+class Context:
+    work: Path
+    endpoint: str  # the moto server
+    kills: int
+
+    def store(self, kind: str) -> Store:
+        if kind == "local":
+            return open_store(str(self.work / f"store-{uuid.uuid4().hex[:8]}"))
+        import boto3
+
+        bucket = f"faults-{uuid.uuid4().hex[:10]}"
+        boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
+        return open_store(f"s3://{bucket}/runs/faults")
+
+    def folder(self) -> Path:
+        path = self.work / uuid.uuid4().hex[:8]
+        path.mkdir()
+        return path
+
+
+def row(scenario: str, attempts: int, corrupt=0, lost=0, crashed=0, leaked=0, detail: str = "") -> dict:
+    return {
+        "scenario": scenario,
+        "attempts": attempts,
+        "corrupt": corrupt,
+        "lost": lost,
+        "crashed": crashed,
+        "leaked": leaked,
+        "detail": detail,
+    }
+
+
+def _kill9(kind: str) -> Callable[[Context], dict]:
+    def scenario(ctx: Context) -> dict:
+        # 16 MiB shards: the write and fsync take long enough that many kills land inside them.
+        report = kill_writer_loop(
+            ctx.store(kind), ctx.kills, kb=16_384, seed=7, work=ctx.folder(), max_delay_s=2.0
+        )
+        return row(
+            f"kill9_shard_writer_{kind}",
+            report.kills,
+            corrupt=report.corrupt,
+            lost=report.lost,
+            crashed=report.crashed,
+            leaked=report.leaked,
+            detail=f"{report.acked} episodes acknowledged; {report.temps_before_sweep} temp files swept",
+        )
+
+    scenario.__name__ = f"kill9_shard_writer_{kind}"
+    return scenario
+
+
+def _fill(store: Store, episodes: int) -> int:
+    import numpy as np
+
+    from storage.shards import ShardWriter, ShardWriterConfig
+    from storage.synthetic import synthetic_episode
+
+    rng = np.random.default_rng(0)
+    config = ShardWriterConfig(pool="pool_a", collector_id="c0", flush_episodes=3, flush_seconds=0)
+    with ShardWriter(store, config) as writer:
+        for _ in range(episodes):
+            writer.add_episode(synthetic_episode(rng))
+    return episodes
+
+
+def _files(store: Store, cwd: Path) -> set[str]:
+    store.fs.invalidate_cache()
+    return set(store.fs.find(store.root)) | {str(p) for p in cwd.rglob("*")}
+
+
+def _sql_bypass(kind: str) -> Callable[[Context], dict]:
+    def scenario(ctx: Context) -> dict:
+        from storage.sql_views import ReadOnlyError, open_sql
+
+        store, cwd = ctx.store(kind), ctx.folder()
+        _fill(store, 6)
+        os.chdir(cwd)
+        before = _files(store, cwd)
+        session = open_sql(store)
+        crashed = leaked = 0
+        for attack in SQL_ATTACKS:
+            query = attack.format(store=store.url(store.root))
+            ran = False
+            try:
+                result, ran = str(session.query(query).to_pylist()), True
+            except ReadOnlyError as exc:
+                result = str(exc)
+            except Exception as exc:  # refused, but not by the guard: count it
+                crashed += 1
+                result = str(exc)
+            wrote = _files(store, cwd) != before
+            before = _files(store, cwd)
+            leaked += ran or wrote or any(secret in result for secret in SECRETS)  # at most 1 per attack
+        session.close()
+        os.chdir(ROOT)
+        return row(f"sql_bypass_{kind}", len(SQL_ATTACKS), crashed=crashed, leaked=leaked)
+
+    scenario.__name__ = f"sql_bypass_{kind}"
+    return scenario
+
+
+def _bad_shards_sql(kind: str) -> Callable[[Context], dict]:
+    def scenario(ctx: Context) -> dict:
+        from storage.sql_views import open_sql
+        from storage.store import atomic_put
+
+        store = ctx.store(kind)
+        good = _fill(store, 9)
+        zoo = bad_shards(store)
+        for path, payload in zoo.items():
+            atomic_put(store, path, payload)
+        session = open_sql(store)
+        try:
+            answered = session.query("SELECT count(*) AS n FROM episodes").column(0)[0].as_py()
+            crashed = 0
+        except Exception:
+            answered, crashed = 0, 1
+        named = {b.path for b in session.skipped}
+        session.close()
+        return row(
+            f"bad_shards_sql_{kind}",
+            len(zoo),
+            corrupt=len(set(zoo) - named),
+            lost=good - answered,
+            crashed=crashed,
+            detail=f"kinds: {', '.join(sorted(p.rsplit('/', 1)[1].split('-')[0] for p in zoo))}",
+        )
+
+    scenario.__name__ = f"bad_shards_sql_{kind}"
+    return scenario
+
+
+def secret_canaries_debug_sql_s3(ctx: Context) -> dict:
+    store = ctx.store("s3")
+    _fill(store, 3)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), DISTRL_JUDGE_API_KEY=JUDGE_KEY)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flows.cli",
+            "-vv",
+            "sql",
+            "SELECT count(*) FROM episodes",
+            "--store",
+            store.uri,
+        ],
+        env=env,
+        cwd=ctx.folder(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = done.stdout + done.stderr
+    return row(
+        "secret_canaries_debug_sql_s3",
+        1,
+        crashed=int(done.returncode != 0),
+        leaked=sum(output.count(secret) for secret in SECRETS),
+        detail=f"{output.count(' DEBUG ')} DEBUG records searched",
+    )
+
+
+SCENARIOS: list[Callable[[Context], dict]] = [
+    _kill9("local"),
+    _kill9("s3"),
+    _sql_bypass("local"),
+    _sql_bypass("s3"),
+    _bad_shards_sql("local"),
+    _bad_shards_sql("s3"),
+    secret_canaries_debug_sql_s3,
+]
+
+
+def _moto() -> tuple[object, str]:
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    return server, f"http://127.0.0.1:{port}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kills", type=int, default=30, help="SIGKILLs per store in the kill -9 scenarios")
+    parser.add_argument("--only", nargs="*", default=None, help="scenario names (default: all)")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "faults.json"))
+    args = parser.parse_args()
+    server, endpoint = _moto()
+    os.environ.update(
+        AWS_ACCESS_KEY_ID=ACCESS_KEY,
+        AWS_SECRET_ACCESS_KEY=SECRET_KEY,
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_ENDPOINT_URL=endpoint,
+        DISTRL_JUDGE_API_KEY=JUDGE_KEY,
+    )
+    rows = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="distrl-faults-") as work:
+            ctx = Context(work=Path(work), endpoint=endpoint, kills=args.kills)
+            for scenario in SCENARIOS:
+                if args.only and scenario.__name__ not in args.only:
+                    continue
+                rows.append(scenario(ctx))
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    finally:
+        os.chdir(ROOT)
+        server.stop()
+    table = {"scenarios": rows, "kills_per_store": args.kills}
+    Path(args.out).write_text(json.dumps(table, indent=2) + "\n")
+    print(json.dumps(table, indent=2))
+
+
+if __name__ == "__main__":
+    main()
