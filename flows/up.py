@@ -356,11 +356,12 @@ class Stack:
                 "",
                 f"In another shell: source {rel}/env.sh   (these, plus moto's dummy AWS keys):",
                 shown,
-                "then e.g.:",
-                "  prefect deployment run learn/learn",
+                'then e.g. (README "Trying it on one machine": a run where held-out success rises):',
+                "  prefect deployment run learn/learn --param params='{\"max_minutes\": 12}'",
                 "  prefect deployment run collect/collect-pool-a; prefect deployment run collect/collect-pool-b",
-                "  prefect deployment run evaluate/evaluate",
+                "  prefect deployment run evaluate/evaluate --param policy=1; prefect deployment run evaluate/evaluate",
                 '  distrl sql "SELECT pool, policy_version, count(*) AS steps FROM steps GROUP BY ALL ORDER BY ALL"',
+                "  distrl status",
             ]
         )
 
