@@ -15,6 +15,7 @@ export HF_HUB_DISABLE_PROGRESS_BARS := 1
 export TRANSFORMERS_VERBOSITY := error
 export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 export MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT := true
+export MLFLOW_LOGGING_LEVEL := WARNING
 
 .PHONY: venv test test-fast lint demo bench system-deps browser-deps clean
 

@@ -1,8 +1,9 @@
 """The `collect` flow: one collector of an agent pool, running until told to stop.
 
-It never waits for the learner: between task runs (~`task_run_seconds` of batches each) it polls
-the registry (one cheap call, not a task run) and swaps in a newer version when there is one. A
-crash loses at most the unflushed buffer.
+It never waits for the learner: between task runs (~`task_run_seconds` of batches each, 20 s by
+default) it polls the registry (one cheap call, not a task run) and swaps in a newer version when
+there is one, so a collector acts with a version at most ~one task run old. A crash loses at most
+the unflushed buffer.
 """
 
 from __future__ import annotations
@@ -39,12 +40,21 @@ def _run_name() -> str:
     return f"collect-{params.get('pool', defaults.pool)}-{params.get('collector_id', defaults.collector_id)}"
 
 
-def next_batches(params: CollectorParams, seconds_per_batch: float | None, episodes_done: int) -> int:
-    """Batches for the next task run: ~`task_run_seconds` of them at the measured pace, within bounds."""
+def next_batches(
+    params: CollectorParams,
+    seconds_per_batch: float | None,
+    episodes_done: int,
+    seconds_left: float | None = None,
+) -> int:
+    """Batches for the next task run: ~`task_run_seconds` of them at the measured pace, within the
+    bounds (episodes left, and the time left: a task run is planned, named and run whole)."""
     if seconds_per_batch is None or params.task_run_seconds <= 0:
         batches = 1  # the first task run measures the pace
     else:
-        batches = round(params.task_run_seconds / max(seconds_per_batch, 1e-6))
+        seconds = (
+            params.task_run_seconds if seconds_left is None else min(params.task_run_seconds, seconds_left)
+        )
+        batches = round(seconds / max(seconds_per_batch, 1e-6))
     batches = max(1, min(batches, MAX_BATCHES_PER_TASK_RUN))
     if params.max_episodes is not None:
         left = params.max_episodes - episodes_done
@@ -89,8 +99,9 @@ def collect(params: CollectorParams | None = None, stop_token: str | None = None
                 continue
             if version != session.version:
                 load_policy_version(session_id, version)
-            batches = next_batches(params, seconds_per_batch, session.episodes)
-            totals = collect_episodes(session_id, batches, stop_token, deadline)
+            left = None if deadline is None else deadline - time.monotonic()
+            batches = next_batches(params, seconds_per_batch, session.episodes, left)
+            totals = collect_episodes(session_id, batches, stop_token)
             seconds_per_batch = totals["seconds"] / max(1.0, totals["batches"])
             progress.update(session.episodes)
         flush_shard(session_id)

@@ -3,7 +3,7 @@
 They are read when the libraries are imported, so they are set in the environment: of this process
 first thing (`distrl ...`), and of every process `distrl up` starts. transformers' "Loading weights" /
 "Writing model shards" bars follow huggingface_hub's progress-bar switch; MLflow prints emoji
-"View run" links after every run unless told not to. A variable the user set wins.
+"View run" links after every run unless told not to, and INFO lines at every publish. A variable the user set wins.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ QUIET_ENV = {
     "TOKENIZERS_PARALLELISM": "false",
     "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
     "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
+    # "Waiting up to 300 seconds for model version to finish creation" at every publish.
+    "MLFLOW_LOGGING_LEVEL": "WARNING",
 }
 
 

@@ -222,17 +222,15 @@ def _collect_run_name() -> str:
 
 
 @task(cache_policy=NO_CACHE, task_run_name=_collect_run_name)
-def collect_episodes(
-    session_id: str, batches: int, stop_token: str | None = None, deadline: float | None = None
-) -> dict[str, float]:
-    """Up to `batches` batches with the current policy; fewer if the run is told to stop or a new
-    version is published (the flow swaps it in at once: policy lag stays one batch). One log line
-    and one MLflow metrics row per batch."""
+def collect_episodes(session_id: str, batches: int, stop_token: str | None = None) -> dict[str, float]:
+    """`batches` batches with the current policy, as the task run's name says (fewer only when an
+    embedded run's stop token is set); a version published meanwhile is swapped in by the flow
+    after this task run. One log line and one MLflow metrics row per batch."""
     session = sessions.get(session_id, CollectorSession)
     logger = get_run_logger()
     totals = dict.fromkeys(("episodes", "successes", "steps", "broken_episodes", "seconds", "batches"), 0.0)
     for i in range(batches):
-        if i and (should_stop(stop_token, deadline) or poll_policy_version(session_id) != session.version):
+        if i and should_stop(stop_token, None):
             break
         stats = run_batch(session_id)
         for key in totals.keys() - {"batches"}:

@@ -27,6 +27,7 @@ def test_a_task_run_spans_about_task_run_seconds_of_batches() -> None:
     assert next_batches(params, 0.8, 8) == 25  # 25 batches of 0.8 s: 20 s
     assert next_batches(params, 60.0, 8) == 1  # a slow batch is a task run of its own
     assert next_batches(params.model_copy(update={"max_episodes": 40}), 0.8, 16) == 3  # 24 episodes left
+    assert next_batches(params, 0.8, 8, seconds_left=4.0) == 5  # planned to end with the run
     assert next_batches(params.model_copy(update={"task_run_seconds": 0.0}), 0.8, 8) == 1
 
 
@@ -42,6 +43,14 @@ def _task_run_names(flow_run_id: UUID) -> list[str]:
     with get_client(sync_client=True) as client:
         runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
         return sorted(run.name for run in runs)
+
+
+def _artifacts(key: str) -> list:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        return client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
 
 
 def _flow_run_name(flow_run_id: UUID) -> str:
@@ -100,6 +109,12 @@ def test_runs_are_named_and_grouped_and_the_learning_curve_is_one_series(embedde
     assert {"heldout_ci_low_general", "heldout_ci_high_general"} <= set(curve.data.metrics)
     evaluation = registry.client.search_runs([registry.experiment_id()], "tags.role = 'evaluation'")[0]
     assert evaluation.data.params["split"] == "test" and evaluation.data.tags["prefect.flow_run_id"]
+    # Prefect artifacts: the curve as a table, and progress bars of the bounded runs, at 100%.
+    tables = _artifacts("heldout-learning-curve")
+    assert any(t.type == "table" and "v2" in str(t.data) and "v3" in str(t.data) for t in tables), tables
+    for key in ("collect-pool-a-a0", "learn"):  # one per bounded run, each at 100 when it ended
+        found = _artifacts(key)
+        assert found and all(a.type == "progress" and float(a.data) == 100.0 for a in found), (key, found)
     # The learner's run holds the same series for the versions it published.
     learner_run = registry.client.get_model_version(registry.name, "3").run_id
     assert [p.step for p in registry.client.get_metric_history(learner_run, "heldout_success")] == [2, 3]
