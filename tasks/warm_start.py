@@ -7,6 +7,7 @@ on the noisy expert's demonstrations of the train split, which gives a modest he
 from __future__ import annotations
 
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
 from prefect import task
@@ -17,6 +18,7 @@ from distrl_core.policy import save_policy
 from distrl_core.policy.config import PolicyConfig
 from distrl_core.policy.model import Policy
 from storage.registry import PolicyRegistry
+from tasks.mlflow_metrics import start_tracked_run
 
 
 @task(cache_policy=NO_CACHE)
@@ -29,7 +31,12 @@ def warm_start_policy(
     policy = Policy.create(policy_config or PolicyConfig())
     history = supervised_warm_start(policy, demos.rows, config)
     registry = PolicyRegistry()
-    run_id = registry.start_run("warm-start", tags={"role": "warm_start"})
+    run_id = start_tracked_run(
+        registry,
+        "warm-start",
+        tags={"role": "warm_start"},
+        params={f"warm_start.{k}": v for k, v in asdict(config).items()},
+    )
     with tempfile.TemporaryDirectory() as tmp:
         path = save_policy(policy, Path(tmp) / "policy")
         version = registry.publish(

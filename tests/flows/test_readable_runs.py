@@ -78,6 +78,8 @@ def test_runs_are_named_and_grouped_and_the_learning_curve_is_one_series(embedde
     assert run.data.params["pool"] == "pool_a" and run.data.params["episodes_per_batch"] == "8"
     assert run.data.tags["prefect.flow_run_id"] == str(collect_id)
     assert "rolling_success" in run.data.metrics
+    (warm,) = registry.client.search_runs([registry.experiment_id()], "tags.role = 'warm_start'")
+    assert warm.data.params["warm_start.updates"] == "2"
     experiment = registry.client.get_experiment(registry.experiment_id())
     assert experiment.tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND  # opens as a training experiment
 
