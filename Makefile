@@ -9,10 +9,17 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# Quiet third-party output at the source (read when the libraries are imported): no transformers /
+# huggingface_hub progress bars ("Loading weights", "Writing model shards"), no MLflow emoji run links.
+export HF_HUB_DISABLE_PROGRESS_BARS := 1
+export TRANSFORMERS_VERBOSITY := error
+export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
+export MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT := true
+export MLFLOW_LOGGING_LEVEL := WARNING
 
 PRETRAINED_STAMP := $(VENV)/.pretrained
 
-.PHONY: venv test test-fast lint demo bench system-deps pretrained pretrained-deps clean
+.PHONY: venv test test-fast lint demo bench system-deps browser-deps pretrained pretrained-deps clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version'
@@ -45,11 +52,19 @@ system-deps:
 	      || echo "warning: could not install adb; its CLI tests will be skipped"; \
 	  else echo "note: adb is not installed (apt-get install adb); its CLI tests will be skipped"; fi; }
 
+# Debian's chromium, driven by playwright in the UI browser test (it skips, saying why, without it).
+browser-deps:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "warning: could not install chromium; the UI browser test will be skipped"; \
+	  else echo "note: chromium is not installed (apt-get install chromium); the UI browser test will be skipped"; fi; }
+
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: venv system-deps pretrained-deps lint
+test: venv system-deps browser-deps pretrained-deps lint
 	$(BIN)/python -m pytest -q
 
 test-fast: venv

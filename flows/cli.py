@@ -366,8 +366,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from flows.quiet import quiet_third_party
     from storage.store import configure_logging
 
+    quiet_third_party()  # before any command imports transformers or MLflow
     args = build_parser().parse_args(argv)
     # Secrets are scrubbed from every record (botocore logs the access key id at DEBUG).
     configure_logging(

@@ -1,7 +1,9 @@
 """The `collect` flow: one collector of an agent pool, running until told to stop.
 
-It never waits for the learner: between batches of episodes it polls the registry (one cheap
-call) and swaps in a newer version when there is one. A crash loses at most the unflushed buffer.
+It never waits for the learner: between task runs (~`task_run_seconds` of batches each, 20 s by
+default) it polls the registry (one cheap call, not a task run) and swaps in a newer version when
+there is one, so a collector acts with a version at most ~one task run old. A crash loses at most
+the unflushed buffer.
 """
 
 from __future__ import annotations
@@ -16,17 +18,52 @@ from tasks.collector import (
     CollectorParams,
     CollectorSession,
     close_collector,
-    collect_episode_batch,
+    collect_episodes,
     flush_shard,
     load_policy_version,
     open_collector,
     poll_policy_version,
 )
-from tasks.mlflow_metrics import log_metrics, with_retries
+from tasks.mlflow_metrics import start_tracked_run, with_retries
+from tasks.progress import BoundedProgress
 from tasks.stop import StopToken, should_stop
 
+MAX_BATCHES_PER_TASK_RUN = 64
 
-@flow(name="collect")
+
+def _run_name() -> str:
+    from prefect.runtime import flow_run
+
+    params = flow_run.get_parameters().get("params") or {}
+    if isinstance(params, CollectorParams):
+        params = params.model_dump()
+    defaults = CollectorParams()
+    return f"collect-{params.get('pool', defaults.pool)}-{params.get('collector_id', defaults.collector_id)}"
+
+
+def next_batches(
+    params: CollectorParams,
+    seconds_per_batch: float | None,
+    episodes_done: int,
+    seconds_left: float | None = None,
+) -> int:
+    """Batches for the next task run: ~`task_run_seconds` of them at the measured pace, within the
+    bounds (episodes left, and the time left: a task run is planned, named and run whole)."""
+    if seconds_per_batch is None or params.task_run_seconds <= 0:
+        batches = 1  # the first task run measures the pace
+    else:
+        seconds = (
+            params.task_run_seconds if seconds_left is None else min(params.task_run_seconds, seconds_left)
+        )
+        batches = round(seconds / max(seconds_per_batch, 1e-6))
+    batches = max(1, min(batches, MAX_BATCHES_PER_TASK_RUN))
+    if params.max_episodes is not None:
+        left = params.max_episodes - episodes_done
+        batches = min(batches, max(1, -(-left // params.episodes_per_batch)))
+    return batches
+
+
+@flow(name="collect", flow_run_name=_run_name)
 def collect(params: CollectorParams | None = None, stop_token: str | None = None) -> dict[str, float]:
     """Collect episodes with the newest policy until a bound is reached (or the run is cancelled).
 
@@ -40,14 +77,20 @@ def collect(params: CollectorParams | None = None, stop_token: str | None = None
         logger.info("torch threads for acting: %d", configure_threads("collector"))
     session_id = open_collector(params)
     session = sessions.get(session_id, CollectorSession)
-    run_id = with_retries(
-        lambda: session.registry.start_run(
-            f"collector-{params.pool}-{params.collector_id}", tags={"role": "collector", "pool": params.pool}
-        ),
-        "starting the collector's MLflow run",
+    session.mlflow_run_id = run_id = start_tracked_run(
+        session.registry,
+        f"collector-{params.pool}-{params.collector_id}",
+        tags={"role": "collector", "pool": params.pool},
+        params={k: v for k, v in params.model_dump().items() if k != "store_uri"},
     )
     deadline = None if params.max_minutes is None else time.monotonic() + 60 * params.max_minutes
-    batches = 0
+    progress = BoundedProgress(
+        "collector",
+        params.max_episodes,
+        params.max_minutes,
+        key=f"collect-{params.pool}-{params.collector_id}",
+    )
+    seconds_per_batch: float | None = None
     try:
         while not should_stop(stop_token, deadline):
             if params.max_episodes is not None and session.episodes >= params.max_episodes:
@@ -59,27 +102,25 @@ def collect(params: CollectorParams | None = None, stop_token: str | None = None
                 continue
             if version != session.version:
                 load_policy_version(session_id, version)
-            stats = collect_episode_batch(session_id)
-            batches += 1
-            hours = (time.monotonic() - session.started) / 3600
-            log_metrics(
-                session.registry,
-                run_id,
-                {
-                    "episodes_per_hour": session.episodes / max(hours, 1e-9),
-                    "success_rate": stats["successes"] / max(1, stats["episodes"]),
-                    "step_latency_ms": stats["mean_step_latency_ms"],
-                    "policy_version": stats["policy_version"],
-                    "broken_episodes": session.broken,
-                },
-                step=batches,
-            )
+            left = None if deadline is None else deadline - time.monotonic()
+            batches = next_batches(params, seconds_per_batch, session.episodes, left)
+            totals = collect_episodes(session_id, batches, stop_token)
+            seconds_per_batch = totals["seconds"] / max(1.0, totals["batches"])
+            progress.update(session.episodes)
         flush_shard(session_id)
+        progress.update(session.episodes, done=True)
     finally:
         close_collector(session_id)
         with_retries(
             lambda: session.registry.client.set_terminated(run_id), "closing the collector's MLflow run"
         )
+    logger.info(
+        "collector stopped: %d episodes, %d succeeded (%.1f%%), %d steps",
+        session.episodes,
+        session.successes,
+        100 * session.successes / max(1, session.episodes),
+        session.steps,
+    )
     return {
         "episodes": session.episodes,
         "steps": session.steps,

@@ -25,13 +25,26 @@ from tasks.learner import (
     ingest_shards,
     open_learner,
     publish_policy,
+    replay_waiting,
     train_block,
 )
+from tasks.mlflow_metrics import with_retries
+from tasks.progress import BoundedProgress
 from tasks.stop import should_stop
 from tasks.warm_start import policy_config_for, warm_start_policy
 
 
-@flow(name="learn")
+def _run_name() -> str:
+    from prefect.runtime import flow_run
+
+    params = flow_run.get_parameters().get("params") or {}
+    if isinstance(params, LearnerParams):
+        params = params.model_dump()
+    name = f"learn-{params.get('algorithm') or LearnerParams().algorithm}"
+    return name + (f"-{params['max_updates']}-updates" if params.get("max_updates") else "")
+
+
+@flow(name="learn", flow_run_name=_run_name)
 def learn(
     params: LearnerParams | None = None,
     replay: ReplaySettings | None = None,
@@ -59,10 +72,17 @@ def learn(
     if bootstrap and PolicyRegistry().resolve("latest") is None:
         version = warm_start_policy(warm_start or WarmStartConfig(), policy_config_for(base))
         logger.info("empty registry: published the warm start as version %d", version)
+    if params.publish_every_updates < params.updates_per_block:
+        logger.info(
+            "publishing every %d updates: blocks are cut to that size (updates_per_block=%d)",
+            params.publish_every_updates,
+            params.updates_per_block,
+        )
     session_id = open_learner(params, replay)
     session = sessions.get(session_id, LearnerSession)
     resumed_at = session.learner.updates  # a restart continues the count; max_updates bounds this run
     deadline = None if params.max_minutes is None else time.monotonic() + 60 * params.max_minutes
+    progress = BoundedProgress("learner", params.max_updates, params.max_minutes, key="learn")
     since_publish = 0
     published = []
     last_wait_log = 0.0
@@ -70,27 +90,36 @@ def learn(
         while not should_stop(stop_token, deadline):
             if params.max_updates is not None and session.learner.updates - resumed_at >= params.max_updates:
                 break
-            ingest_shards(session_id)
-            metrics = train_block(session_id)
-            since_publish += int(metrics["updates"])
-            if since_publish >= params.publish_every_updates:
-                published.append(publish_policy(session_id))
-                checkpoint_replay(session_id)
-                since_publish = 0
-            if metrics.get("waiting"):
-                if time.monotonic() - last_wait_log > 30:  # say why the learner idles, not every loop
-                    last_wait_log = time.monotonic()
-                    logger.info(
-                        "replay not ready (%s): %d steps in %d episodes ingested so far",
-                        "below min_size_steps"
-                        if metrics.get("reason_code") == 1.0
-                        else "sample-to-insert ratio or no eligible trajectory",
-                        session.replay.size_steps,
-                        session.replay.episodes,
-                    )
-                time.sleep(params.idle_sleep_s)
+            # Plain calls, not task runs: while the learner waits for data this loop runs every
+            # `idle_sleep_s`, and a task run per idle poll buried the real work in the UI.
+            with_retries(lambda: ingest_shards.fn(session_id), "ingesting shards")
+            waiting = replay_waiting(session_id)
+            if waiting is None:
+                # A block ends where a publish is due (publish_every_updates is honoured exactly).
+                updates = min(params.updates_per_block, params.publish_every_updates - since_publish)
+                if params.max_updates is not None:
+                    updates = min(updates, params.max_updates - session.learner.updates)
+                metrics = train_block(session_id, updates)
+                since_publish += int(metrics["updates"])
+                progress.update(session.learner.updates)
+                if since_publish >= params.publish_every_updates:
+                    published.append(publish_policy(session_id))
+                    checkpoint_replay(session_id)
+                    since_publish = 0
+                if not metrics.get("waiting"):
+                    continue
+            if time.monotonic() - last_wait_log > 30:  # say why the learner idles, not every loop
+                last_wait_log = time.monotonic()
+                logger.info(
+                    "replay not ready (%s): %d steps in %d episodes ingested so far",
+                    waiting or "sample-to-insert ratio or no eligible trajectory",
+                    session.replay.size_steps,
+                    session.replay.episodes,
+                )
+            time.sleep(params.idle_sleep_s)
         if since_publish:
             published.append(publish_policy(session_id))
+        progress.update(session.learner.updates, done=True)
         logger.info("learner stopped after %d updates; published %s", session.learner.updates, published)
     finally:
         close_learner(session_id)

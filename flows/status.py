@@ -1,4 +1,5 @@
-"""`distrl status`: policy versions, per-pool throughput, replay size and the last evaluation."""
+"""`distrl status`: policy versions (the warm start, the champion and the newest), per-pool
+throughput, replay size and the last evaluation."""
 
 from __future__ import annotations
 
@@ -8,11 +9,19 @@ from storage.sql_views import open_sql
 from storage.store import open_store
 
 POOLS_SQL = """
-SELECT pool, count(*) AS episodes, round(avg(success), 3) AS success_rate,
+SELECT pool, count(*) AS episodes, printf('%.1f%%', 100 * avg(success)) AS success,
        round(count(*) / greatest(epoch(max(last_step_at) - min(started_at)) / 3600, 1e-9), 1) AS episodes_per_hour,
        max(policy_version) AS newest_version_used
 FROM episodes GROUP BY pool ORDER BY pool
 """
+
+
+def _percent(value: str | float | None) -> str:
+    """Every rate in the report the same way: 43.9%."""
+    try:
+        return f"{float(value):.1%}"
+    except (TypeError, ValueError):
+        return "-"
 
 
 def status_report(store_uri: str | None = None, versions: int = 5) -> str:
@@ -21,12 +30,28 @@ def status_report(store_uri: str | None = None, versions: int = 5) -> str:
     known = registry.versions()
     champion = registry.resolve(CHAMPION)
     lines.append(f"Policy '{registry.name}' at {registry.settings.tracking_uri}: {len(known)} versions")
-    for version in known[-versions:][::-1]:
-        tags = registry.tags(version)
-        marks = [m for m, v in (("latest", known[-1]), ("champion", champion)) if v == version]
+    # One registry query for every version's tags (not one call per version).
+    found = registry.client.search_model_versions(f"name = '{registry.name}'")
+    all_tags = {int(mv.version): dict(mv.tags) for mv in found}
+    warm = [v for v in known if all_tags.get(v, {}).get("warm_start") == "1"][:1]
+    shown = sorted(set(known[-versions:]) | set(warm) | ({champion} if champion in known else set()))
+    for i, version in enumerate(shown[::-1]):
+        if i and shown[::-1][i - 1] - version > 1:
+            lines.append("  ...")
+        tags = all_tags.get(version, {})
+        marks = [
+            m
+            for m, v in (
+                ("latest", known[-1]),
+                ("champion", champion),
+                ("warm start", warm[0] if warm else None),
+            )
+            if v == version
+        ]
         lines.append(
             f"  v{version:<4} step {tags.get('learner_step', '?'):>6}  samples {tags.get('samples_seen', '-'):>8}  "
-            f"replay {tags.get('replay_size', '-'):>8}  held-out {tags.get('heldout_success', '-'):>8}  {' '.join(marks)}"
+            f"replay {tags.get('replay_size', '-'):>8}  held-out {_percent(tags.get('heldout_success')):>6}  "
+            f"{', '.join(marks)}"
         )
     store = open_store(store_uri)
     session = open_sql(store)
@@ -44,7 +69,7 @@ def status_report(store_uri: str | None = None, versions: int = 5) -> str:
         metrics = runs[0].data.metrics
         lines += [
             "",
-            f"Last evaluation: {runs[0].info.run_name}: held-out success {metrics.get('heldout_success', float('nan')):.1%}",
+            f"Last evaluation: {runs[0].info.run_name}: held-out success {_percent(metrics.get('heldout_success'))}",
         ]
     learners = registry.client.search_runs(
         [registry.experiment_id()],

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import sys
 import time
@@ -29,6 +30,7 @@ from pydantic import BaseModel, Field
 
 from flows import processes
 from flows.processes import Managed, ProcessExited
+from flows.quiet import QUIET_ENV
 
 HOST = "127.0.0.1"
 # One SQLite-backed server for every role: under bursts of task runs it answers 503 for a while;
@@ -112,8 +114,7 @@ class Stack:
             **_DUMMY_S3_KEYS,
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
-            "TOKENIZERS_PARALLELISM": "false",
-            "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+            **QUIET_ENV,
         }
 
     def _env(self, *, server: bool = False, **extra: str) -> dict[str, str]:
@@ -211,6 +212,9 @@ class Stack:
             # SQLite locks while workers heartbeat and runs start; on a busy machine the default 10 s
             # wait for the lock runs out and the API answers 503.
             PREFECT_SERVER_DATABASE_TIMEOUT="60",
+            # The UI is a static page that asks `/ui-settings` where the API is: without this it says
+            # the default port (4200), not the free port this server got, and every page fails.
+            **({"PREFECT_SERVER_UI_API_URL": self.prefect_api_url} if name == "prefect" else {}),
         )
         log = self.run_dir / "logs" / f"{name}.log"
         self.procs[name] = processes.start(name, self._server_argv(name, port), env=env, log_path=log)
@@ -329,7 +333,9 @@ class Stack:
 
     def _write_env_file(self) -> None:
         path = self.run_dir / "env.sh"
-        lines = [f"export {k}={v!r}" for k, v in self.client_env().items()]
+        lines = [f"export {k}={shlex.quote(v)}" for k, v in self.client_env().items()]
+        # The venv's scripts (`prefect`, `distrl`, `mlflow`) for the README's next commands in a fresh shell.
+        lines.append(f'export PATH={shlex.quote(str(Path(sys.executable).parent))}:"$PATH"')
         path.write_text("# source me: the variables of the `distrl up` stack\n" + "\n".join(lines) + "\n")
         path.chmod(0o600)
 
@@ -350,11 +356,12 @@ class Stack:
                 "",
                 f"In another shell: source {rel}/env.sh   (these, plus moto's dummy AWS keys):",
                 shown,
-                "then e.g.:",
-                "  prefect deployment run learn/learn",
+                'then e.g. (README "Trying it on one machine": a run where held-out success rises):',
+                "  prefect deployment run learn/learn --param params='{\"max_minutes\": 12}'",
                 "  prefect deployment run collect/collect-pool-a; prefect deployment run collect/collect-pool-b",
-                "  prefect deployment run evaluate/evaluate",
+                "  prefect deployment run evaluate/evaluate --param policy=1; prefect deployment run evaluate/evaluate",
                 '  distrl sql "SELECT pool, policy_version, count(*) AS steps FROM steps GROUP BY ALL ORDER BY ALL"',
+                "  distrl status",
             ]
         )
 

@@ -1,8 +1,10 @@
 """Collector tasks: follow the newest policy, run batches of episodes, write them as shards.
 
-Each task does one thing a person may want to see or retry in the Prefect UI: poll the registry,
-load a policy version, run a batch of episodes (appended to the collector's shard buffer), flush
-the buffer. The collector's environments, policy and buffer live in a session in the flow's
+Each task does one thing a person may want to see or retry in the Prefect UI: load a policy
+version, run some batches of episodes (appended to the collector's shard buffer), flush the
+buffer. A task run spans ~`task_run_seconds` of batches, not one batch: a task run per batch was
+~1 per second per collector, a line of dust in the UI and a write load that locked the Prefect
+server's SQLite. The collector's environments, policy and buffer live in a session in the flow's
 process (see `tasks.sessions`); tasks exchange only ids, version numbers and small stats.
 """
 
@@ -12,9 +14,10 @@ import logging
 import math
 import random
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, Field
 
@@ -29,9 +32,11 @@ from storage.schema import steps_to_table
 from storage.shards import ShardWriter, ShardWriterConfig
 from storage.store import open_store
 from tasks import sessions
-from tasks.mlflow_metrics import with_retries
+from tasks.mlflow_metrics import log_metrics, with_retries
+from tasks.stop import should_stop
 
 log = logging.getLogger(__name__)
+ROLLING_EPISODES = 64  # window of the rolling success rate (a per-batch rate of 8 episodes is noise)
 
 
 class CollectorParams(BaseModel):
@@ -52,7 +57,13 @@ class CollectorParams(BaseModel):
     family: str | None = Field(None, description="Task family to train on (None: all).")
     split: str = Field("train", description="Task split the collector samples from.")
     policy_alias: str = Field("latest", description="Registry alias (or version) the collector follows.")
-    episodes_per_batch: int = Field(8, ge=1, description="Episodes per task run (the unit seen in the UI).")
+    episodes_per_batch: int = Field(8, ge=1, description="Episodes stepped together between policy polls.")
+    task_run_seconds: float = Field(
+        20.0,
+        ge=0,
+        description="Batches per task run are chosen so a task run lasts about this long (0: one batch "
+        "per task run); the collector swaps in a new policy version between task runs.",
+    )
     max_episodes: int | None = Field(None, description="Stop after this many episodes (None: no limit).")
     max_minutes: float | None = Field(None, description="Stop after this many minutes (None: no limit).")
     flush_episodes: int = Field(16, ge=1, description="Episodes per shard.")
@@ -84,6 +95,12 @@ class CollectorSession:
     broken: int = 0
     started: float = field(default_factory=time.monotonic)
     rng: random.Random = field(default_factory=random.Random)
+    recent: deque = field(default_factory=lambda: deque(maxlen=ROLLING_EPISODES))  # last outcomes
+    mlflow_run_id: str | None = None  # the collector's MLflow run (metrics per batch), if any
+
+    @property
+    def rolling_success(self) -> float:
+        return sum(self.recent) / len(self.recent) if self.recent else 0.0
 
 
 def open_collector(params: CollectorParams) -> str:
@@ -179,7 +196,7 @@ def poll_policy_version(session_id: str) -> int | None:
     return with_retries(lambda: session.registry.resolve(session.params.policy_alias), "polling the registry")
 
 
-@task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE)
+@task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE, task_run_name="load v{version}")
 def load_policy_version(session_id: str, version: int) -> int:
     """Fetch a version (cached locally) and swap it in; episodes already running are not touched."""
     session = sessions.get(session_id, CollectorSession)
@@ -190,9 +207,60 @@ def load_policy_version(session_id: str, version: int) -> int:
     return version
 
 
-@task(cache_policy=NO_CACHE)
+@task(cache_policy=NO_CACHE, task_run_name="collect one batch")
 def collect_episode_batch(session_id: str) -> dict[str, float]:
     """Run one batch of episodes with the current policy and buffer them for the next shard."""
+    return run_batch(session_id)
+
+
+def _collect_run_name() -> str:
+    from prefect.runtime import task_run
+
+    params = task_run.get_parameters()
+    session = sessions.get(params["session_id"], CollectorSession)
+    return f"collect {params['batches'] * session.params.episodes_per_batch} episodes (v{session.version})"
+
+
+@task(cache_policy=NO_CACHE, task_run_name=_collect_run_name)
+def collect_episodes(session_id: str, batches: int, stop_token: str | None = None) -> dict[str, float]:
+    """`batches` batches with the current policy, as the task run's name says (fewer only when an
+    embedded run's stop token is set); a version published meanwhile is swapped in by the flow
+    after this task run. One log line and one MLflow metrics row per batch."""
+    session = sessions.get(session_id, CollectorSession)
+    logger = get_run_logger()
+    totals = dict.fromkeys(("episodes", "successes", "steps", "broken_episodes", "seconds", "batches"), 0.0)
+    for i in range(batches):
+        if i and should_stop(stop_token, None):
+            break
+        stats = run_batch(session_id)
+        for key in totals.keys() - {"batches"}:
+            totals[key] += stats[key]
+        totals["batches"] += 1
+        logger.info(
+            "%d episodes, %d succeeded (rolling %.1f%% over the last %d), policy v%d, %.1f steps/s",
+            stats["episodes"],
+            stats["successes"],
+            100 * session.rolling_success,
+            len(session.recent),
+            stats["policy_version"],
+            stats["steps"] / max(stats["seconds"], 1e-9),
+        )
+        if session.mlflow_run_id is not None:
+            hours = (time.monotonic() - session.started) / 3600
+            metrics = {
+                "rolling_success": session.rolling_success,
+                "episodes_per_hour": session.episodes / max(hours, 1e-9),
+                "steps_per_second": stats["steps"] / max(stats["seconds"], 1e-9),
+                "step_latency_ms": stats["mean_step_latency_ms"],
+                "policy_version": stats["policy_version"],
+                "broken_episodes": session.broken,
+            }
+            log_metrics(session.registry, session.mlflow_run_id, metrics, step=session.episodes)
+    return totals | {"policy_version": float(session.version or 0)}
+
+
+def run_batch(session_id: str) -> dict[str, float]:
+    """One batch of episodes with the current policy, buffered for the next shard (not a task run)."""
     session = sessions.get(session_id, CollectorSession)
     if session.policy is None or session.version is None:
         raise RuntimeError("no policy loaded yet; publish one (the learner or `distrl warm-start` does)")
@@ -220,6 +288,7 @@ def collect_episode_batch(session_id: str) -> dict[str, float]:
     session.steps += result.num_steps
     session.successes += sum(e.success for e in result.episodes)
     session.broken += broken
+    session.recent.extend(bool(e.success) for e in result.episodes)
     return {
         "episodes": len(result.episodes),
         "successes": sum(e.success for e in result.episodes),
@@ -231,7 +300,7 @@ def collect_episode_batch(session_id: str) -> dict[str, float]:
     }
 
 
-@task(retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE)
+@task(retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE, task_run_name="flush shard")
 def flush_shard(session_id: str) -> str | None:
     """Write the buffered episodes as one shard; the buffer survives a failure and is retried."""
     session = sessions.get(session_id, CollectorSession)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from prefect import task
-from prefect.artifacts import create_markdown_artifact
+from prefect import get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from distrl_core.envs.simdroid.tasks import load_tasks
@@ -14,12 +14,14 @@ from distrl_core.learner.evaluation import (
 )
 from distrl_core.policy import load_policy
 from storage.registry import CHAMPION, PolicyRegistry
-from tasks.mlflow_metrics import log_metrics
+from tasks.mlflow_metrics import log_metrics, start_tracked_run, with_retries
 
 HELDOUT_TAG = "heldout_success"
+CURVE_ROLE = "learning_curve"  # the MLflow run that holds held-out success per version (step = version)
+CURVE_KEYS = ("heldout_success", "heldout_ci_low", "heldout_ci_high")
 
 
-@task(cache_policy=NO_CACHE)
+@task(cache_policy=NO_CACHE, task_run_name="evaluate v{version} ({split} split)")
 def evaluate_version(
     version: int,
     *,
@@ -91,20 +93,26 @@ def record_evaluation(report: dict, min_improvement: float = 0.0) -> bool:
     """
     registry = PolicyRegistry()
     version = report["version"]
-    run_id = registry.start_run(
-        f"evaluate-v{version}", tags={"role": "evaluation", "policy_version": str(version)}
+    run_id = start_tracked_run(
+        registry,
+        f"evaluate-v{version}",
+        tags={"role": "evaluation", "policy_version": str(version)},
+        params={
+            "policy_version": version,
+            "split": report["split"],
+            "families": ",".join(report["families"]),
+            "episodes": report["episodes"],
+            "min_improvement": min_improvement,
+        },
     )
-    metrics = {
-        "heldout_success": report["success"],
-        "heldout_ci_low": report["ci_low"],
-        "heldout_ci_high": report["ci_high"],
-    }
-    metrics |= {f"heldout_success_{family}": rate for family, rate in report["families"].items()}
+    metrics = curve_metrics(report)
     if "in_distribution" in report:
         metrics["in_distribution_success"] = report["in_distribution"]["success"]
     log_metrics(registry, run_id, metrics, step=version)
     registry.client.log_dict(run_id, report, "evaluation.json")
     registry.client.set_terminated(run_id)
+    protocol = f"{report['split']}: {'+'.join(report['families'])}"
+    curve = _log_learning_curve(registry, version, protocol, metrics)
     registry.client.set_model_version_tag(
         registry.name, str(version), HELDOUT_TAG, f"{report['success']:.6f}"
     )
@@ -116,10 +124,94 @@ def record_evaluation(report: dict, min_improvement: float = 0.0) -> bool:
     if promoted:
         registry.set_alias(CHAMPION, version)
     previous = "none" if champion is None else f"v{champion} at {champion_score:.1%}"
+    get_run_logger().info(
+        "policy v%d on the %s split: %.1f%% held-out success (95%% CI %.1f%%–%.1f%%, %d episodes; %s); "
+        "previous champion %s; %s",
+        version,
+        report["split"],
+        100 * report["success"],
+        100 * report["ci_low"],
+        100 * report["ci_high"],
+        report["episodes"],
+        ", ".join(f"{f} {100 * r:.1f}%" for f, r in report["families"].items()),
+        previous,
+        f"v{version} is now champion" if promoted else f"champion stays v{champion}",
+    )
     create_markdown_artifact(
         report_markdown(report)
         + f"\n\nprevious champion: {previous}; champion now: v{version if promoted else champion}",
         key=f"evaluation-v{version}",
         description="held-out success of a policy version",
     )
+    create_table_artifact(
+        _curve_table(curve, version if promoted else champion),
+        key="heldout-learning-curve",
+        description="held-out success by policy version (the learning curve; also the MLflow run "
+        "'held-out learning curve', metric heldout_success against step)",
+    )
     return promoted
+
+
+def curve_metrics(report: dict) -> dict[str, float]:
+    """Held-out success and its 95% interval, overall and per family (`heldout_success_general`...)."""
+    metrics = {
+        "heldout_success": report["success"],
+        "heldout_ci_low": report["ci_low"],
+        "heldout_ci_high": report["ci_high"],
+    }
+    for family, rate in report["families"].items():
+        low, high = report.get("family_ci", {}).get(family, (float("nan"), float("nan")))
+        metrics |= {
+            f"heldout_success_{family}": rate,
+            f"heldout_ci_low_{family}": low,
+            f"heldout_ci_high_{family}": high,
+        }
+    return metrics
+
+
+def _curve_run(registry: PolicyRegistry, protocol: str) -> str:
+    """The learning-curve run of a registered model and an evaluation protocol (split and families:
+    scores of different protocols are not one curve), created on first use."""
+    found = registry.client.search_runs(
+        [registry.experiment_id()],
+        f"tags.role = '{CURVE_ROLE}' and tags.model = '{registry.name}' and tags.protocol = '{protocol}'",
+        order_by=["attributes.start_time ASC"],
+        max_results=1,
+    )
+    if found:
+        return found[0].info.run_id
+    return start_tracked_run(
+        registry,
+        f"held-out learning curve ({protocol})",
+        tags={"role": CURVE_ROLE, "model": registry.name, "protocol": protocol},
+        params={"model": registry.name, "protocol": protocol, "x_axis": "policy version (metric step)"},
+    )
+
+
+def _log_learning_curve(
+    registry: PolicyRegistry, version: int, protocol: str, metrics: dict[str, float]
+) -> list[dict]:
+    """Held-out success as one series per metric with step = policy version, on the curve run and on
+    the run that published the version (the learner's); returns the curve so far, version by version."""
+    curve_run = with_retries(lambda: _curve_run(registry, protocol), "finding the learning-curve run")
+    log_metrics(registry, curve_run, metrics, step=version)
+    source = registry.client.get_model_version(registry.name, str(version)).run_id
+    if source:
+        log_metrics(registry, source, metrics, step=version)
+    history = {key: registry.client.get_metric_history(curve_run, key) for key in CURVE_KEYS}
+    rows: dict[int, dict] = {}
+    for key, points in history.items():
+        for point in points:  # a version evaluated twice: the newest value wins
+            rows.setdefault(point.step, {"version": point.step})[key] = point.value
+    return [rows[v] for v in sorted(rows)]
+
+
+def _curve_table(curve: list[dict], champion: int | None) -> list[dict]:
+    return [
+        {
+            "version": f"v{row['version']}" + (" (champion)" if row["version"] == champion else ""),
+            "held-out success": f"{row.get('heldout_success', float('nan')):.1%}",
+            "95% CI": f"{row.get('heldout_ci_low', float('nan')):.1%}–{row.get('heldout_ci_high', float('nan')):.1%}",
+        }
+        for row in curve
+    ]

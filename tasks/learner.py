@@ -26,7 +26,7 @@ from storage.replay import Replay, ReplayNotReady, SampleBatch
 from storage.replay_config import ReplaySettings
 from storage.store import open_store
 from tasks import sessions
-from tasks.mlflow_metrics import log_metrics, with_retries
+from tasks.mlflow_metrics import log_metrics, start_tracked_run, with_retries
 
 log = logging.getLogger(__name__)
 
@@ -139,10 +139,7 @@ def open_learner(
     replay = Replay(open_store(params.store_uri), replay_settings or ReplaySettings())
     replay.set_policy_version(latest)
     tags = {"role": role, "algorithm": config.algorithm, "parent_version": str(latest)} | (run_tags or {})
-    run_id = with_retries(lambda: registry.start_run(role, tags=tags), f"starting the {role}'s MLflow run")
-    with_retries(
-        lambda: registry.client.log_batch(run_id, params=_params_for_mlflow(params, config)), "logging params"
-    )
+    run_id = start_tracked_run(registry, role, tags=tags, params=_params_for_mlflow(params, config))
     session = LearnerSession(params, replay, learner, registry, run_id, latest)
     if start_version is None:  # a restart, not a fine-tune that counts its own updates (retrain)
         _resume_counters(session, fetched.tags)
@@ -159,12 +156,9 @@ def _resume_counters(session: LearnerSession, tags: dict[str, str]) -> None:
         log.warning("version %d has unreadable counter tags %s; counting from 0", session.version, tags)
 
 
-def _params_for_mlflow(params: LearnerParams, config: LearnerConfig):
-    from mlflow.entities import Param
-
+def _params_for_mlflow(params: LearnerParams, config: LearnerConfig) -> dict[str, object]:
     values = {f"learner.{k}": v for k, v in config.to_dict().items()}
-    values |= {f"flow.{k}": v for k, v in params.model_dump().items() if k != "store_uri"}
-    return [Param(k, str(v)[:500]) for k, v in sorted(values.items())]
+    return values | {f"flow.{k}": v for k, v in params.model_dump().items() if k != "store_uri"}
 
 
 def close_learner(session_id: str) -> None:
@@ -179,7 +173,7 @@ def close_learner(session_id: str) -> None:
         )
 
 
-@task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE)
+@task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE, task_run_name="ingest shards")
 def ingest_shards(session_id: str) -> dict[str, int]:
     """Ingest shards written since the last scan (bad ones are quarantined); with `background_ingest`,
     start a scan unless one is running, and report the last finished one (its error, if it failed)."""
@@ -199,13 +193,40 @@ def ingest_shards(session_id: str) -> dict[str, int]:
     return report | {"replay_steps": replay.size_steps}
 
 
-@task(cache_policy=NO_CACHE)
-def train_block(session_id: str) -> dict[str, float]:
-    """Up to `updates_per_block` updates; stops early (status 'waiting') when the replay is not ready."""
+def _train_block_name() -> str:
+    from prefect.runtime import task_run
+
+    params = task_run.get_parameters()
+    session = sessions.get(params["session_id"], LearnerSession)
+    first = session.learner.updates + 1
+    count = params.get("updates") or session.params.updates_per_block
+    return f"train_block {first}–{first + count - 1}"
+
+
+def replay_waiting(session_id: str) -> str | None:
+    """Why the replay cannot give a batch now, or None when it can (the batch drawn to find out is
+    kept for the next update). A plain call: the learner polls it while idle, and an idle poll is
+    not something to see or retry in the UI."""
+    session = sessions.get(session_id, LearnerSession)
+    if session.prefetch is not None:
+        return None
+    try:
+        batch = _draw(session)
+    except ReplayNotReady as exc:
+        return exc.reason
+    session.prefetch = Future()
+    session.prefetch.set_result(batch)
+    return None
+
+
+@task(cache_policy=NO_CACHE, task_run_name=_train_block_name)
+def train_block(session_id: str, updates: int | None = None) -> dict[str, float]:
+    """Up to `updates` updates (default `updates_per_block`); stops early (status 'waiting') when
+    the replay is not ready."""
     session = sessions.get(session_id, LearnerSession)
     params, replay, learner = session.params, session.replay, session.learner
     done, metrics = 0, {}
-    for _ in range(params.updates_per_block):
+    for _ in range(updates or params.updates_per_block):
         try:
             batch = _next_batch(session)
         except ReplayNotReady as exc:
@@ -261,7 +282,17 @@ def _next_batch(session: LearnerSession) -> SampleBatch:
         session.sample_s += time.perf_counter() - waiting
 
 
-@task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE)
+def _publish_name() -> str:
+    from prefect.runtime import task_run
+
+    session = sessions.get(task_run.get_parameters()["session_id"], LearnerSession)
+    try:  # the number the registry will give, unless another learner publishes meanwhile
+        return f"publish v{(session.registry.resolve('latest') or 0) + 1}"
+    except Exception:
+        return f"publish after update {session.learner.updates}"
+
+
+@task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE, task_run_name=_publish_name)
 def publish_policy(session_id: str) -> int:
     """Save the current weights as a new registry version and point the learner and replay at it."""
     session = sessions.get(session_id, LearnerSession)
@@ -291,7 +322,7 @@ def publish_policy(session_id: str) -> int:
     return version
 
 
-@task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE)
+@task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE, task_run_name="checkpoint priorities")
 def checkpoint_replay(session_id: str) -> str:
     """Persist trajectory priorities to the store (a restarted learner resumes them)."""
     session = sessions.get(session_id, LearnerSession)

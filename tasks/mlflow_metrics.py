@@ -47,3 +47,59 @@ def log_metrics(registry: PolicyRegistry, run_id: str, metrics: dict[str, float]
         with_retries(lambda: registry.client.log_batch(run_id, metrics=batch), "logging metrics")
     except Exception as exc:
         log.warning("metrics for run %s were not logged (%s); training goes on", run_id, exc)
+
+
+# MLflow 3 opens an experiment without runs of a known kind in its GenAI view (traces); this tag,
+# which the UI reads, makes it open on the runs table and charts, as a training experiment should.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+
+def prefect_links() -> dict[str, str]:
+    """Tags that lead from an MLflow run to the Prefect flow run that made it (none outside a run)."""
+    from prefect.runtime import flow_run
+
+    run_id = flow_run.get_id()
+    if not run_id:
+        return {}
+    tags = {"prefect.flow_run_id": str(run_id), "prefect.flow_run_name": str(flow_run.get_name() or "")}
+    url = flow_run.get_flow_run_ui_url()
+    if url:
+        tags["prefect.flow_run_url"] = url
+    return tags
+
+
+def run_url(registry: PolicyRegistry, run_id: str) -> str:
+    """The run's page in the MLflow UI (the tracking server serves it)."""
+    uri = registry.settings.tracking_uri.rstrip("/")
+    base = uri if uri.startswith("http") else "(MLflow UI: `mlflow ui`)"
+    return f"{base}/#/experiments/{registry.experiment_id()}/runs/{run_id}"
+
+
+def start_tracked_run(
+    registry: PolicyRegistry, name: str, *, tags: dict[str, str], params: dict[str, object]
+) -> str:
+    """An MLflow run with its parameters and links to the Prefect flow run; its URL goes to the run's log."""
+    from mlflow.entities import Param
+
+    def start() -> str:
+        experiment = registry.experiment_id()
+        registry.client.set_experiment_tag(experiment, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        return registry.start_run(name, tags=tags | prefect_links())
+
+    run_id = with_retries(start, f"starting the MLflow run {name!r}")
+    batch = [Param(k, str(v)[:500]) for k, v in sorted(params.items())]
+    with_retries(lambda: registry.client.log_batch(run_id, params=batch), "logging params")
+    _run_logger().info("MLflow run %s: %s", name, run_url(registry, run_id))
+    return run_id
+
+
+def _run_logger() -> logging.Logger | logging.LoggerAdapter:
+    """The Prefect run's logger inside a flow or task run (shown in the UI), else this module's."""
+    from prefect.exceptions import MissingContextError
+    from prefect.logging import get_run_logger
+
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return log

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -10,6 +11,8 @@ from dataclasses import dataclass
 from tasks import sessions
 from tasks.collector import CollectorSession
 from tasks.learner import LearnerSession
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -99,3 +102,53 @@ class ProgressMonitor:
                 ),
             )
         return sample
+
+
+class BoundedProgress:
+    """A Prefect progress artifact for a run with a bound (episodes, updates or minutes); none otherwise.
+
+    The bar follows the count bound when there is one, else the time bound; it is updated at most
+    every `period_s` (each update is a request to the Prefect server).
+    """
+
+    def __init__(
+        self, what: str, max_count: int | None, max_minutes: float | None, *, key: str, period_s: float = 10.0
+    ) -> None:
+        self.what, self.max_count, self.max_minutes = what, max_count, max_minutes
+        self.period_s = period_s
+        self.started = time.monotonic()
+        self._last = 0.0
+        self.artifact_id = None
+        if max_count is None and max_minutes is None:
+            return
+        from prefect.artifacts import create_progress_artifact
+
+        bound = f"{max_count} {'episodes' if what == 'collector' else 'updates'}" if max_count else ""
+        bound = bound or f"{max_minutes:g} minutes"
+        try:
+            self.artifact_id = create_progress_artifact(
+                0.0, key=_artifact_key(key), description=f"{what}: progress towards {bound}"
+            )
+        except Exception as exc:  # a progress bar never stops a run
+            log.warning("no progress artifact (%s)", exc)
+
+    def fraction(self, count: int) -> float:
+        if self.max_count:
+            return min(1.0, count / self.max_count)
+        return min(1.0, (time.monotonic() - self.started) / (60 * (self.max_minutes or 1)))
+
+    def update(self, count: int, *, done: bool = False) -> None:
+        if self.artifact_id is None or (not done and time.monotonic() - self._last < self.period_s):
+            return
+        from prefect.artifacts import update_progress_artifact
+
+        self._last = time.monotonic()
+        try:
+            update_progress_artifact(self.artifact_id, 100.0 * (1.0 if done else self.fraction(count)))
+        except Exception as exc:
+            log.warning("progress artifact not updated (%s)", exc)
+
+
+def _artifact_key(text: str) -> str:
+    """Prefect artifact keys allow lowercase letters, digits and dashes only."""
+    return "".join(c if c.isalnum() else "-" for c in text.lower())

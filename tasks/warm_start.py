@@ -7,6 +7,7 @@ on the noisy expert's demonstrations of the train split, which gives a modest he
 from __future__ import annotations
 
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
 from prefect import get_run_logger, task
@@ -18,6 +19,7 @@ from distrl_core.policy.config import PolicyConfig, TinyModelConfig
 from distrl_core.policy.defaults import describe_defaults
 from distrl_core.policy.model import Policy
 from storage.registry import PolicyRegistry
+from tasks.mlflow_metrics import start_tracked_run
 
 
 def policy_config_for(base: str | None, seed: int = 0) -> PolicyConfig:
@@ -41,7 +43,12 @@ def warm_start_policy(
     get_run_logger().info("warm start settings: %s", describe_defaults(policy.config))
     history = supervised_warm_start(policy, demos.rows, config)
     registry = PolicyRegistry()
-    run_id = registry.start_run("warm-start", tags={"role": "warm_start"})
+    run_id = start_tracked_run(
+        registry,
+        "warm-start",
+        tags={"role": "warm_start"},
+        params={f"warm_start.{k}": v for k, v in asdict(config).items()},
+    )
     with tempfile.TemporaryDirectory() as tmp:
         path = save_policy(policy, Path(tmp) / "policy")
         version = registry.publish(

@@ -55,6 +55,7 @@ class SuccessEstimate:
     episodes_per_task: int
     per_task: dict[str, float] = field(default_factory=dict)
     per_family: dict[str, float] = field(default_factory=dict)
+    per_family_counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # (successes, episodes)
 
     @property
     def success(self) -> float:
@@ -80,6 +81,7 @@ class SuccessEstimate:
             "episodes": self.episodes,
             "episodes_per_task": self.episodes_per_task,
             "families": dict(self.per_family),
+            "family_ci": {f: wilson_interval(*counts) for f, counts in self.per_family_counts.items()},
             "tasks": dict(self.per_task),
         }
 
@@ -99,6 +101,7 @@ def estimate_from_outcomes(
         episodes_per_task=episodes_per_task,
         per_task={t: sum(v) / len(v) for t, v in sorted(per_task.items())},
         per_family={f: sum(v) / len(v) for f, v in sorted(per_family.items())},
+        per_family_counts={f: (sum(v), len(v)) for f, v in sorted(per_family.items())},
     )
 
 

@@ -8,6 +8,7 @@ are checked through SQL and the registry, as a person would check them.
 
 from __future__ import annotations
 
+import re
 import time
 from uuid import UUID
 
@@ -69,6 +70,13 @@ def _wait(stack: Stack, client, run_ids: list[UUID], timeout_s: float) -> dict[U
         time.sleep(2)
 
 
+def _task_run_names(client, flow_run_id: UUID) -> list[str]:
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+    return [run.name for run in runs]
+
+
 def _worker_logs(stack: Stack) -> str:
     return "\n".join(
         f"--- {name} ---\n{proc.tail(25)}" for name, proc in stack.procs.items() if name.startswith("worker-")
@@ -102,6 +110,9 @@ def test_collectors_and_learner_across_work_pools(stack: Stack) -> None:
 
     failed = {run.name: run.state_name for run in runs.values() if not run.state.is_completed()}
     assert not failed, f"{failed}\n{_worker_logs(stack)}"
+    assert runs[learn_id].name == "learn-aride-6-updates" and runs[evaluate_id].name.startswith("evaluate-v")
+    with stack.api() as client:
+        collected = {p: _task_run_names(client, collect_ids[p]) for p in "ab"}
     assert runs[learn_id].work_pool_name == "learner-gpu"
     assert runs[evaluate_id].work_pool_name == "evaluation"
     assert {runs[collect_ids[p]].work_pool_name for p in "ab"} == {"collectors-a", "collectors-b"}
@@ -133,6 +144,10 @@ def test_collectors_and_learner_across_work_pools(stack: Stack) -> None:
                 "SELECT policy_version, count(*) AS steps FROM steps GROUP BY 1 ORDER BY 1"
             ).to_pylist()
             episodes = session.query("SELECT count(*) AS n FROM episodes").to_pylist()[0]["n"]
+            per_pool_episodes = {
+                row["pool"]: row["n"]
+                for row in session.query("SELECT pool, count(*) AS n FROM episodes GROUP BY 1").to_pylist()
+            }
         finally:
             session.close()
     print(
@@ -144,3 +159,12 @@ def test_collectors_and_learner_across_work_pools(stack: Stack) -> None:
     used = [row["policy_version"] for row in per_version]
     assert len(used) >= 2 and set(used) <= set(versions), per_version  # collectors swapped versions mid-run
     assert episodes > 0
+    # A collector's task runs are blocks of batches named by what they did: their episodes add up
+    # to the collector's, in fewer task runs than batches (one per batch before).
+    for pool, names in collected.items():
+        counts = [
+            int(m.group(1)) for n in names if (m := re.fullmatch(r"collect (\d+) episodes \(v\d+\)", n))
+        ]
+        assert sum(counts) == per_pool_episodes[f"pool_{pool}"], (names, per_pool_episodes)
+        batches = per_pool_episodes[f"pool_{pool}"] / COLLECTOR["episodes_per_batch"]
+        assert len(counts) < batches, names
