@@ -112,7 +112,7 @@ def supervised_warm_start(
             trajectories = [episodes[key] for key in chosen]
             optimizer.zero_grad(set_to_none=True)
             if micro is None:  # the tiny default: one graph over the whole batch
-                metrics = _sft_backward(policy, [row for rows in trajectories for row in rows], None)
+                metrics = _sft_backward(policy, [row for rows in trajectories for row in rows])
             else:
                 metrics = _sft_backward_accumulated(policy, trajectories, *micro)
             optimizer.step()
