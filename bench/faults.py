@@ -9,7 +9,8 @@ Prints the table and writes bench/results/faults.json. Every row has the same co
 - crashed: runs that failed other than by the injected fault;
 - leaked: stale temp files after the sweep, attack queries that ran, wrote a file or showed a
   secret, secret values in logs.
-The injectors are those of tests/reliability (tests/reliability/probes.py), where the same
+The injectors are those of tests/reliability (tests/reliability/probes.py; collector, fake-ADB and
+parser rows from bench/faults_env.py), where the same
 scenarios run at small counts. To add a row: write `def name(ctx: Context) -> dict` returning
 `row(...)` and append it to SCENARIOS.
 """
@@ -30,6 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from faults_env import SCENARIOS as ENV_SCENARIOS  # noqa: E402
 
 from storage.store import Store, open_store  # noqa: E402
 from tests.reliability.probes import SQL_ATTACKS, bad_shards, kill_writer_loop  # noqa: E402
@@ -204,6 +207,16 @@ def secret_canaries_debug_sql_s3(ctx: Context) -> dict:
     )
 
 
+def _env(scenario: Callable[[], dict]) -> Callable[[Context], dict]:
+    """A scenario of bench/faults_env.py (collectors, fake ADB, parser), which needs no store."""
+
+    def run(ctx: Context) -> dict:
+        return scenario()
+
+    run.__name__ = scenario.__name__
+    return run
+
+
 SCENARIOS: list[Callable[[Context], dict]] = [
     _kill9("local"),
     _kill9("s3"),
@@ -212,6 +225,7 @@ SCENARIOS: list[Callable[[Context], dict]] = [
     _bad_shards_sql("local"),
     _bad_shards_sql("s3"),
     secret_canaries_debug_sql_s3,
+    *(_env(scenario) for scenario in ENV_SCENARIOS),
 ]
 
 
