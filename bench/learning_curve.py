@@ -26,7 +26,8 @@ pydantic are imported (no DuckDB, Prefect or MLflow), so it runs on a bare compu
 
     .venv/bin/python bench/learning_curve.py [--family general webshop] [--seeds 0 1 2]
         [--env-steps 8000] [--methods aride aride_pure digirl filtered_bc gigpo] [--jobs 1]
-        [--learner actor_lr=1e-3 ...] [--validation] [--out bench/results/learning_curve.json]
+        [--learner actor_lr=1e-3 ...] [--validation] [--eval-episodes 2] [--base MODEL_DIR]
+        [--out bench/results/learning_curve.json]
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ from distrl_core.learner import (
     supervised_warm_start,
     train_rounds,
 )
-from distrl_core.policy import Policy, PolicyConfig, load_policy, save_policy
+from distrl_core.policy import LoraSettings, Policy, PolicyConfig, load_policy, save_policy
 from distrl_core.policy.config import TinyModelConfig
 
 # name -> (algorithm, LearnerConfig overrides)
@@ -108,6 +109,14 @@ def splits(family: str, validation: bool) -> tuple[list[Task], list[Task]]:
     return validation_split(family)
 
 
+def policy_config(base: str | None, seed: int) -> PolicyConfig:
+    """The tiny default (initial weights from the seed) or a pretrained base adapted with LoRA, whose
+    learning rates and micro-batches then follow from it (distrl_core.policy.defaults)."""
+    if base is None:
+        return PolicyConfig(device="cpu", seed=seed, tiny=TinyModelConfig(seed=seed))
+    return PolicyConfig(base=base, lora=LoraSettings(), device="cpu", seed=seed)
+
+
 def evaluate(policy, tasks: list[Task], episodes_per_task: int) -> float:
     """The bench's evaluation of a policy outside the rounds (the warm start): greedy success."""
     return evaluate_success(policy, tasks, LoopConfig().env, episodes_per_task=episodes_per_task)
@@ -123,7 +132,7 @@ def _quiet_worker() -> None:
 def warm_start_job(family: str, seed: int, settings: dict, directory: str) -> dict:
     started = time.perf_counter()
     _quiet_worker()
-    policy = Policy.create(PolicyConfig(device="cpu", seed=seed, tiny=TinyModelConfig(seed=seed)))
+    policy = Policy.create(policy_config(settings["base"], seed))
     warm = WarmStartConfig(
         family=family, noise=settings["warm_start_noise"], updates=settings["warm_start_updates"], seed=seed
     )
@@ -273,6 +282,9 @@ def main() -> None:
     parser.add_argument("--learner", nargs="*", default=[], metavar="KEY=VALUE")
     parser.add_argument("--validation", action="store_true", help="evaluate on a validation split of train")
     parser.add_argument("--no-timing", action="store_true", help="skip the learner-update timing (~20 s)")
+    parser.add_argument(
+        "--base", default=None, help="pretrained base folder (`distrl pretrained`), adapted with LoRA"
+    )
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (one torch thread each)")
     parser.add_argument("--out", default="bench/results/learning_curve.json")
     args = parser.parse_args()
@@ -307,7 +319,7 @@ def main() -> None:
         "settings": {
             **settings,
             "score": f"mean of the last {LAST_K} evaluations; interval: 95 % t over seeds",
-            "policy": PolicyConfig().to_dict(),
+            "policy": policy_config(args.base, args.seeds[0]).to_dict(),
             "learner_defaults": LearnerConfig().to_dict(),
             "evaluated_on": "validation (train *-train-0 templates)" if args.validation else "test split",
         },

@@ -52,6 +52,7 @@ def _run_seed(seed: int) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # ~3 minutes on 2 idle cores; a loaded machine can take several times that
 def test_aride_raises_heldout_success_over_the_warm_start_on_five_seeds():
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
         runs = list(pool.map(_run_seed, SEEDS))
