@@ -8,6 +8,7 @@ where everything was written. It starts from an empty `.distrl/demo` each time.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -27,6 +28,14 @@ def run_demo(
     root_path = Path(root).resolve()
     shutil.rmtree(root_path, ignore_errors=True)  # the demo owns this folder: start from scratch
     configure_embedded(root_path, quiet=True)
+    store = Path(os.environ["DISTRL_STORE_URI"])
+    if store.resolve() != root_path / "store":
+        # Prefect, MLflow and the store read their settings once per process, from the environment:
+        # a second demo in the same process would silently resume the first one's registry.
+        print(
+            f"warning: this process already uses the store {store} (DISTRL_STORE_URI); the demo in "
+            f"{root_path} will read and write there. Run each demo in its own process (distrl demo)."
+        )
 
     import torch
 

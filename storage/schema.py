@@ -24,7 +24,12 @@ EPISODE_STATUSES = ("ok", "truncated", "env_error")
 _FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     # name, type, nullable, meaning
     ("run_id", pa.string(), False, "collector run that produced the step"),
-    ("episode_id", pa.string(), False, "globally unique episode id (uuid5 hex of the run id and a seeded draw)"),
+    (
+        "episode_id",
+        pa.string(),
+        False,
+        "globally unique episode id (uuid5 hex of the run id and a seeded draw)",
+    ),
     ("step", pa.int32(), False, "0-based step index within the episode"),
     ("pool", pa.string(), False, "agent pool of the collector"),
     ("collector_id", pa.string(), False, "collector within the pool"),
