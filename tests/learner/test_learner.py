@@ -101,3 +101,19 @@ def test_an_update_on_a_step_batch(make_policy, episode_rows):
     batch = StepBatch.from_rows(episode_rows)
     metrics, priorities = Learner(make_policy()).update(batch)
     assert metrics["trajectories"] == 8 and priorities.shape == (8,)
+
+
+def test_importance_ratio_is_pi_over_mu(make_policy, episode_rows):
+    """ρ = π/μ, not μ/π: lowering every recorded log μ by c multiplies the reported mean ρ by e^c.
+    (The learning test alone does not catch an inverted ratio: clipped at 1, learning survives it.)"""
+    shift = 0.3
+
+    def rho_mean(rows) -> float:
+        learner = Learner(
+            make_policy(),
+            LearnerConfig(seed=1, entity_dropout=0.0, word_dropout=0.0, critic_warmup_updates=0),
+        )
+        return learner.update(rows, np.ones(8))[0]["rho_mean"]
+
+    shifted = [{**row, "behaviour_logprob": row["behaviour_logprob"] - shift} for row in episode_rows]
+    assert rho_mean(shifted) == pytest.approx(rho_mean(episode_rows) * np.exp(shift), rel=1e-5)
