@@ -6,12 +6,14 @@ on the noisy expert's demonstrations of the train split, which gives a modest he
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.exceptions import MissingContextError
 
 from distrl_core.learner.warm_start import WarmStartConfig, collect_demonstrations, supervised_warm_start
 from distrl_core.policy import save_policy
@@ -32,6 +34,14 @@ def policy_config_for(base: str | None, seed: int = 0) -> PolicyConfig:
     return PolicyConfig(base=base, lora=LoraSettings(), seed=seed)
 
 
+def _logger() -> logging.Logger | logging.LoggerAdapter:
+    """The run's logger inside a flow or task run; the module's when called directly (`.fn`)."""
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger(__name__)
+
+
 @task(cache_policy=NO_CACHE)
 def warm_start_policy(
     config: WarmStartConfig | None = None, policy_config: PolicyConfig | None = None
@@ -40,7 +50,7 @@ def warm_start_policy(
     config = config or WarmStartConfig()
     demos = collect_demonstrations(config)
     policy = Policy.create(policy_config or PolicyConfig())
-    get_run_logger().info("warm start settings: %s", describe_defaults(policy.config))
+    _logger().info("warm start settings: %s", describe_defaults(policy.config))
     history = supervised_warm_start(policy, demos.rows, config)
     registry = PolicyRegistry()
     run_id = start_tracked_run(

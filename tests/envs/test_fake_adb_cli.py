@@ -89,7 +89,8 @@ def test_adb_exec_out_screencap_decodes_as_png(cli_server: FakeAdbServer) -> Non
     assert result.returncode == 0, result.stderr
     image = Image.open(io.BytesIO(result.stdout))
     image.load()
-    assert image.format == "PNG" and image.size == (270, 600)
+    size = adb(cli_server, "-s", SERIAL, "shell", "wm", "size").stdout.decode().split()[-1]
+    assert image.format == "PNG" and image.size == tuple(int(v) for v in size.split("x")) == (1080, 2400)
 
 
 @needs_adb
