@@ -158,6 +158,19 @@ def pyplot():
     return plt
 
 
+def add_pipeline_arguments(parser, *, minutes: float, warm_start_updates: int) -> None:
+    """The embedded pipeline's settings that async_run_params reads, shared by the benches."""
+    parser.add_argument("--minutes", type=float, default=minutes, help="RL wall-clock budget per run")
+    parser.add_argument("--collectors", type=int, default=16)
+    parser.add_argument("--step-latency", type=float, default=0.5, help="median step latency (s)")
+    parser.add_argument("--task-sigma", type=float, default=1.0, help="per-episode lognormal spread")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--updates-per-block", type=int, default=16)
+    parser.add_argument("--publish-every", type=int, default=16)
+    parser.add_argument("--min-size-steps", type=int, default=200)
+    parser.add_argument("--warm-start-updates", type=int, default=warm_start_updates)
+
+
 def async_run_params(args, *, sync: bool = False, min_size_steps: int = 200):
     """The `train_local` parameters both pipeline benches run: one emulator per collector, no
     evaluation, no sample-to-insert limit, background ingest (train_local turns it off for sync

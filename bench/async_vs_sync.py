@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (
     LATENCY_MODEL,
+    add_pipeline_arguments,
     async_run_params,
     episodes_in_window,
     machine,
@@ -96,15 +97,7 @@ def run_mode(sync: bool, args: argparse.Namespace, root: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=4.0, help="wall-clock budget per mode")
-    parser.add_argument("--collectors", type=int, default=16)
-    parser.add_argument("--step-latency", type=float, default=0.5, help="median step latency (s)")
-    parser.add_argument("--task-sigma", type=float, default=1.0, help="per-episode lognormal spread")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--updates-per-block", type=int, default=16)
-    parser.add_argument("--publish-every", type=int, default=16)
-    parser.add_argument("--min-size-steps", type=int, default=200)
-    parser.add_argument("--warm-start-updates", type=int, default=20)
+    add_pipeline_arguments(parser, minutes=4.0, warm_start_updates=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--modes", nargs="+", default=["async", "sync"], choices=["async", "sync"])
     parser.add_argument("--root", default=".distrl/bench/async_vs_sync")

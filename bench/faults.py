@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from faults_env import SCENARIOS as ENV_SCENARIOS  # noqa: E402
+from faults_env import row  # noqa: E402
 
 from storage.store import Store, open_store  # noqa: E402
 from tests.reliability.probes import SQL_ATTACKS, bad_shards, kill_writer_loop  # noqa: E402
@@ -61,18 +62,6 @@ class Context:
         path = self.work / uuid.uuid4().hex[:8]
         path.mkdir()
         return path
-
-
-def row(scenario: str, attempts: int, corrupt=0, lost=0, crashed=0, leaked=0, detail: str = "") -> dict:
-    return {
-        "scenario": scenario,
-        "attempts": attempts,
-        "corrupt": corrupt,
-        "lost": lost,
-        "crashed": crashed,
-        "leaked": leaked,
-        "detail": detail,
-    }
 
 
 def _kill9(kind: str) -> Callable[[Context], dict]:

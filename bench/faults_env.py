@@ -53,7 +53,10 @@ HOSTILE_OUTPUTS = (
 )
 
 
-def _row(scenario: str, attempts: int, corrupt: int, lost: int, crashed: int, leaked: int) -> dict[str, Any]:
+def row(
+    scenario: str, attempts: int, corrupt=0, lost=0, crashed=0, leaked=0, detail: str = ""
+) -> dict[str, Any]:
+    """One row of the fault table (bench/faults.py prints these and its own in one table)."""
     return {
         "scenario": scenario,
         "attempts": attempts,
@@ -61,6 +64,7 @@ def _row(scenario: str, attempts: int, corrupt: int, lost: int, crashed: int, le
         "lost": lost,
         "crashed": crashed,
         "leaked": leaked,
+        "detail": detail,
     }
 
 
@@ -173,7 +177,7 @@ def faulty_devices(
         envs, _tasks(episodes, seed), _hostile_actor(fault_prob, seed), seed, details
     )
     name = f"faulty_devices_{round(fault_prob * 100)}pct"
-    return _row(name, attempts, corrupt, lost, crashed, _settle_threads(baseline))
+    return row(name, attempts, corrupt, lost, crashed, _settle_threads(baseline))
 
 
 class _Rebooting(SimDroidEnv):
@@ -193,7 +197,7 @@ def reset_outage(episodes: int = 400, seed: int = 0, details: dict[str, int] | N
     attempts, corrupt, lost, crashed = _collect(
         envs, _tasks(episodes, seed), expert_actor(0.1, seed), seed, details
     )
-    return _row("reset_outage", attempts, corrupt, lost, crashed, _settle_threads(baseline))
+    return row("reset_outage", attempts, corrupt, lost, crashed, _settle_threads(baseline))
 
 
 def hostile_adb_clients(connections: int = 1000, idle_timeout_s: float = 0.3) -> dict[str, Any]:
@@ -231,7 +235,7 @@ def hostile_adb_clients(connections: int = 1000, idle_timeout_s: float = 0.3) ->
                     crashed += probe.recv(4) != b"OKAY"
             except OSError:
                 crashed += 1
-    return _row("hostile_adb_clients", connections, 0, lost, crashed, _settle_threads(baseline))
+    return row("hostile_adb_clients", connections, 0, lost, crashed, _settle_threads(baseline))
 
 
 def parser_fuzz(inputs: int = 50_000, seed: int = 0) -> dict[str, Any]:
@@ -259,7 +263,7 @@ def parser_fuzz(inputs: int = 50_000, seed: int = 0) -> dict[str, Any]:
                 str(action).encode("utf-8")
             except UnicodeEncodeError:
                 corrupt += 1
-    return _row("parser_fuzz", inputs * 2, corrupt, 0, crashed, 0)
+    return row("parser_fuzz", inputs * 2, corrupt, 0, crashed, 0)
 
 
 SCENARIOS: list[Callable[[], dict[str, Any]]] = [

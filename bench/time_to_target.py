@@ -37,7 +37,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import LATENCY_MODEL, async_run_params, machine, prepare, pyplot, use_store, write_result
+from _common import (
+    LATENCY_MODEL,
+    add_pipeline_arguments,
+    async_run_params,
+    machine,
+    prepare,
+    pyplot,
+    use_store,
+    write_result,
+)
 from _stats import fmt_interval, t_interval
 
 LAST_K = 3
@@ -158,15 +167,7 @@ def main() -> None:
     )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--family", default="general", choices=["general", "webshop"])
-    parser.add_argument("--minutes", type=float, default=6.0, help="RL wall-clock budget per run")
-    parser.add_argument("--collectors", type=int, default=16)
-    parser.add_argument("--step-latency", type=float, default=0.5, help="median step latency (s)")
-    parser.add_argument("--task-sigma", type=float, default=1.0, help="per-episode lognormal spread")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--updates-per-block", type=int, default=16)
-    parser.add_argument("--publish-every", type=int, default=16)
-    parser.add_argument("--min-size-steps", type=int, default=200)
-    parser.add_argument("--warm-start-updates", type=int, default=40)
+    add_pipeline_arguments(parser, minutes=6.0, warm_start_updates=40)
     parser.add_argument("--eval-versions", type=int, default=10, help="versions evaluated per run")
     parser.add_argument("--eval-tasks", type=int, default=None, help="first N held-out tasks (smoke runs)")
     parser.add_argument("--target", type=float, default=None, help="fixed target (default: sync's final)")
