@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import torch
 
-from distrl_core.algos.losses import flag_mean
+from distrl_core.algos.losses import entropy_and_penalty
 from distrl_core.algos.masking import (
     as_step_mask,
     check_non_negative,
@@ -175,14 +175,8 @@ def clipped_policy_loss(
     unclipped = ratio * adv
     clipped = ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv
     pg = -masked_mean(torch.minimum(unclipped, clipped), real)
-    if entropy is None:
-        mean_entropy = logp_pi.new_zeros(())
-    else:
-        if entropy.shape != logp_pi.shape:
-            raise ValueError(f"entropy has shape {tuple(entropy.shape)}; expected {tuple(shape)}")
-        mean_entropy = masked_mean(entropy, real)
-    penalty = invalid_penalty * flag_mean(invalid, logp, real) + repeat_penalty * flag_mean(
-        repeat, logp, real
+    mean_entropy, penalty = entropy_and_penalty(
+        logp_pi, logp, real, entropy, invalid, repeat, invalid_penalty, repeat_penalty
     )
     clip_fraction = masked_mean((clipped.detach() < unclipped.detach()).to(logp.dtype), real)
     loss = pg - entropy_coef * mean_entropy + penalty

@@ -44,6 +44,29 @@ def flag_mean(flags: torch.Tensor | None, logp: torch.Tensor, real: torch.Tensor
     return torch.where(flagged, logp, zero).sum() / real.sum().clamp(min=1).to(logp.dtype)
 
 
+def entropy_and_penalty(
+    logp_pi: torch.Tensor,  # (B, T) the policy's log-probs, for the shapes
+    logp: torch.Tensor,  # (B, T) the same with the padding zeroed
+    real: torch.Tensor,  # (B, T) bool
+    entropy: torch.Tensor | None,  # (B, T) or None
+    invalid: torch.Tensor | None,
+    repeat: torch.Tensor | None,
+    invalid_penalty: float,
+    repeat_penalty: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean entropy over real steps, invalid/repeat penalty): the regularisers every actor loss adds."""
+    if entropy is None:
+        mean_entropy = logp_pi.new_zeros(())
+    else:
+        if entropy.shape != logp_pi.shape:
+            raise ValueError(f"entropy has shape {tuple(entropy.shape)}; expected {tuple(logp_pi.shape)}")
+        mean_entropy = masked_mean(entropy, real)
+    penalty = invalid_penalty * flag_mean(invalid, logp, real) + repeat_penalty * flag_mean(
+        repeat, logp, real
+    )
+    return mean_entropy, penalty
+
+
 def policy_loss(
     logp_pi: torch.Tensor,  # (B, T) log π(a_t|s_t) of the stored action, with gradient
     advantages: torch.Tensor,  # (B, T) A_t (detached here whatever the caller passes)
@@ -83,14 +106,8 @@ def policy_loss(
         advantages.detach().to(logp.dtype), real
     )
     pg = -masked_mean(weighted_advantage * logp, real)
-    if entropy is None:
-        mean_entropy = logp_pi.new_zeros(())
-    else:
-        if entropy.shape != logp_pi.shape:
-            raise ValueError(f"entropy has shape {tuple(entropy.shape)}; expected {tuple(logp_pi.shape)}")
-        mean_entropy = masked_mean(entropy, real)
-    penalty = invalid_penalty * flag_mean(invalid, logp, real) + repeat_penalty * flag_mean(
-        repeat, logp, real
+    mean_entropy, penalty = entropy_and_penalty(
+        logp_pi, logp, real, entropy, invalid, repeat, invalid_penalty, repeat_penalty
     )
     loss = pg - entropy_coef * mean_entropy + penalty
     return PolicyLoss(loss, pg.detach(), mean_entropy.detach(), penalty.detach())
