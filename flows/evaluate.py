@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from uuid import UUID
 
 from prefect import flow
 
@@ -25,7 +26,7 @@ def _rename_run(name: str) -> None:
     run_id = flow_run.get_id()
     if run_id:
         with contextlib.suppress(Exception), get_client(sync_client=True) as client:
-            client.update_flow_run(run_id, name=name)
+            client.update_flow_run(UUID(run_id), name=name)
 
 
 @flow(name="evaluate", flow_run_name=_run_name)

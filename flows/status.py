@@ -18,6 +18,8 @@ FROM episodes GROUP BY pool ORDER BY pool
 
 def _percent(value: str | float | None) -> str:
     """Every rate in the report the same way: 43.9%."""
+    if value is None:
+        return "-"
     try:
         return f"{float(value):.1%}"
     except (TypeError, ValueError):

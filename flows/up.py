@@ -291,11 +291,12 @@ class Stack:
         for pool in self.pools:
             home = self.run_dir / "workers" / pool
             home.mkdir(parents=True, exist_ok=True)
-            env = self._env(
-                DISTRL_MLFLOW_CACHE_DIR=str(home / "policy-cache"),  # each machine caches its own versions
-                PREFECT_WORKER_QUERY_SECONDS=str(self.config.worker_query_seconds),
-                **self.config.worker_env,
-            )
+            ours = {
+                "DISTRL_MLFLOW_CACHE_DIR": str(home / "policy-cache"),  # each machine caches its own versions
+                "PREFECT_WORKER_QUERY_SECONDS": str(self.config.worker_query_seconds),
+            }
+            # Merged as dicts, not keywords: a variable named `server` in worker_env stays a variable.
+            env = self._env() | ours | self.config.worker_env
             argv = [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--type", "process"]
             argv += ["--name", f"{pool}-local", "--install-policy", "never"]
             log = self.run_dir / "logs" / f"worker-{pool}.log"

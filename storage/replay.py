@@ -10,7 +10,6 @@ the loss's priorities back; `checkpoint()` persists them to the store so a new l
 
 from __future__ import annotations
 
-import io
 import logging
 import threading
 from dataclasses import dataclass
@@ -19,14 +18,14 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from storage import replay_sql as sql
 from storage.catalog import Catalog, try_read_shard
 from storage.rate_limiter import ReplayNotReady, SampleToInsertRatio
 from storage.replay_config import ReplaySettings
+from storage.replay_snapshot import read_priority_snapshot, write_priority_snapshot
 from storage.schema import STEP_SCHEMA
-from storage.store import REPLAY_STATE_DIR, Store, atomic_put
+from storage.store import REPLAY_STATE_DIR, Store
 
 log = logging.getLogger(__name__)
 
@@ -180,18 +179,7 @@ class Replay:
         try:
             self.con.execute("BEGIN")
             new = sql.query(
-                self.con,
-                """
-                SELECT episode_id, count(*)::INTEGER AS n_steps, min(policy_version) AS policy_version,
-                       bool_or(episode_success) AS success, any_value(task_id) AS task_id,
-                       any_value(task_family) AS task_family, any_value(pool) AS pool, min(__row) AS first_row
-                FROM shard_steps
-                GROUP BY episode_id
-                HAVING bool_and(episode_status = 'ok') AND min(policy_version) >= $version_cutoff
-                   AND episode_id NOT IN (SELECT episode_id FROM episodes)
-                ORDER BY first_row
-                """,
-                {"version_cutoff": self._params()["version_cutoff"]},
+                self.con, sql.NEW_EPISODES, {"version_cutoff": self._params()["version_cutoff"]}
             ).to_arrow_table()
             n = new.num_rows
             slots = np.arange(self.next_slot, self.next_slot + n, dtype=np.int64)
@@ -368,47 +356,30 @@ class Replay:
     def checkpoint(self) -> str:
         """Persist every trajectory's priority (and the counters) to the store."""
         with self._lock:
-            table = self.con.sql(sql.PRIORITY_SNAPSHOT).to_arrow_table()
-            table = table.replace_schema_metadata(
-                {
-                    b"max_priority": str(self.max_priority).encode(),
-                    b"inserted_steps": str(self.limiter.inserted).encode(),
-                    b"sampled_steps": str(self.limiter.sampled).encode(),
-                    b"policy_version": str(self.policy_version).encode(),
-                }
+            write_priority_snapshot(
+                self.store,
+                self.snapshot_path,
+                self.con.sql(sql.PRIORITY_SNAPSHOT).to_arrow_table(),
+                max_priority=self.max_priority,
+                inserted_steps=self.limiter.inserted,
+                sampled_steps=self.limiter.sampled,
+                policy_version=self.policy_version,
             )
-            sink = io.BytesIO()
-            pq.write_table(table, sink)
-            atomic_put(self.store, self.snapshot_path, sink.getvalue())
             self._save_meta()
             self._updates_since_checkpoint = 0
             return self.snapshot_path
 
     def _load_priority_snapshot(self) -> None:
-        if not self.store.fs.exists(self.snapshot_path):
-            return
-        with self.store.fs.open(self.snapshot_path, "rb") as fh:
-            table = pq.read_table(fh)
-        meta = table.schema.metadata or {}
-        restored = zip(
-            table.column("episode_id").to_pylist(), table.column("priority").to_pylist(), strict=True
+        snapshot = read_priority_snapshot(
+            self.store, self.snapshot_path, max_priority=self.max_priority, policy_version=self.policy_version
         )
-        # A snapshot is a file in the store: a NaN, inf or non-positive priority in it must not reach
-        # the sampler (it would make every probability NaN); those trajectories start afresh.
-        self._restored = {e: p for e, p in restored if p is not None and _valid_priority(p)}
-        if len(self._restored) < table.num_rows:
-            log.warning(
-                "ignored %d non-finite or non-positive priorities in %s",
-                table.num_rows - len(self._restored),
-                self.store.url(self.snapshot_path),
-            )
-        saved_max = float(meta.get(b"max_priority", self.max_priority))
-        if not _valid_priority(saved_max):
-            saved_max = max(self._restored.values(), default=self.max_priority)
-        self.max_priority = saved_max
-        self.policy_version = int(meta.get(b"policy_version", self.policy_version))
+        if snapshot is None:
+            return
+        self._restored = snapshot.priorities
+        self.max_priority = snapshot.max_priority
+        self.policy_version = snapshot.policy_version
         # Inserts are counted again as the shards are re-ingested; samples are not.
-        self.limiter.sampled = int(meta.get(b"sampled_steps", 0))
+        self.limiter.sampled = snapshot.sampled_steps
         log.info(
             "restored %d trajectory priorities from %s",
             len(self._restored),
@@ -425,7 +396,3 @@ class Replay:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _valid_priority(value: float) -> bool:
-    return bool(np.isfinite(value)) and value > 0

@@ -169,6 +169,19 @@ SAMPLE_FULL_SCAN = """
 SELECT slot FROM flat_items WHERE w > 0 ORDER BY -ln(1 - random()) / w LIMIT $n
 """
 
+# The trainable episodes of a registered shard (`shard_steps`, with its row number `__row`) that are
+# not in the replay yet, one row each, in the shard's order.
+NEW_EPISODES = """
+SELECT episode_id, count(*)::INTEGER AS n_steps, min(policy_version) AS policy_version,
+       bool_or(episode_success) AS success, any_value(task_id) AS task_id,
+       any_value(task_family) AS task_family, any_value(pool) AS pool, min(__row) AS first_row
+FROM shard_steps
+GROUP BY episode_id
+HAVING bool_and(episode_status = 'ok') AND min(policy_version) >= $version_cutoff
+   AND episode_id NOT IN (SELECT episode_id FROM episodes)
+ORDER BY first_row
+"""
+
 EVICTION_CUTOFF = """
 SELECT min(slot) FROM (
     SELECT slot, sum(n_steps) OVER (ORDER BY slot DESC ROWS UNBOUNDED PRECEDING) AS newer_steps FROM episodes)

@@ -57,22 +57,40 @@ def _explained_types(con: duckdb.DuckDBPyConnection, text: str) -> set[duckdb.St
     statement could start is parsed on its own, and every reading that parses counts: the caller
     accepts only when all of them are queries.
     """
+    spans = _code_spans(text)
+    words = [text[s:e].strip() for s, e in spans]
+    if not words or words[0].lower() != "explain":
+        return set()
+    kinds: set[duckdb.StatementType] = set()
+    for start in _statement_starts(spans, words):
+        try:
+            inner = con.extract_statements(text[start:])
+        except duckdb.Error:
+            continue
+        if len(inner) == 1:
+            kinds.add(inner[0].type)
+    return kinds
+
+
+def _code_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) offsets of the tokens of `text`, comments left out."""
     raw = duckdb.tokenize(text)
     ends = [start for start, _ in raw[1:]] + [len(text)]
-    tokens = [
+    return [
         (start, end)
         for (start, kind), end in zip(raw, ends, strict=True)
         if kind != duckdb.token_type.comment
     ]
-    words = [text[s:e].strip() for s, e in tokens]
-    if not words or words[0].lower() != "explain":
-        return set()
+
+
+def _statement_starts(spans: list[tuple[int, int]], words: list[str]) -> set[int]:
+    """Offsets where the statement after `words[0]` (EXPLAIN) may start, by the grammar's readings."""
     starts: set[int] = set()
 
     def walk(i: int, paren_used: bool) -> None:
         if i >= len(words):
             return
-        starts.add(tokens[i][0])
+        starts.add(spans[i][0])
         if words[i].lower() in _EXPLAIN_WORDS:
             walk(i + 1, paren_used)
         if words[i].startswith("(") and not paren_used:
@@ -84,15 +102,7 @@ def _explained_types(con: duckdb.DuckDBPyConnection, text: str) -> set[duckdb.St
                     break
 
     walk(1, False)
-    kinds: set[duckdb.StatementType] = set()
-    for start in starts:
-        try:
-            inner = con.extract_statements(text[start:])
-        except duckdb.Error:
-            continue
-        if len(inner) == 1:
-            kinds.add(inner[0].type)
-    return kinds
+    return starts
 
 
 def lock_down(con: duckdb.DuckDBPyConnection, readable_dir: str) -> None:

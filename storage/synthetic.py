@@ -69,11 +69,6 @@ def synthetic_episode(
     return pa.Table.from_pydict(columns, schema=STEP_SCHEMA)
 
 
-def synthetic_steps(rng: np.random.Generator, n_episodes: int, **kwargs: object) -> pa.Table:
-    """Many episodes in one table (fast path for benchmarks)."""
-    return pa.concat_tables([synthetic_episode(rng, **kwargs) for _ in range(n_episodes)])
-
-
 def synthetic_bulk(
     rng: np.random.Generator, n_episodes: int, *, steps_per_episode: int = 10, pool: str = "pool_a"
 ) -> pa.Table:

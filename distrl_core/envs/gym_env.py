@@ -11,9 +11,15 @@ import io
 import string
 from typing import Any, ClassVar
 
-import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
+
+try:
+    import gymnasium as gym
+    from gymnasium import spaces
+except ImportError as error:  # an optional extra: nothing but this wrapper needs gymnasium
+    raise ImportError(
+        "distrl_core.envs.gym_env needs gymnasium, an optional extra: pip install 'distrl[gym]'"
+    ) from error
 
 from distrl_core.envs.observation import Observation
 from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig

@@ -76,6 +76,10 @@ class HttpJudgeConfig:
     def __post_init__(self) -> None:
         if isinstance(self.api_key, str):
             object.__setattr__(self, "api_key", SecretStr(self.api_key) if self.api_key else None)
+        self._check_endpoint()
+        self._check_limits()
+
+    def _check_endpoint(self) -> None:
         if not self.base_url:
             raise ValueError(
                 f"HttpJudgeConfig.base_url is empty: set {ENV_BASE_URL} (e.g. https://api.openai.com/v1 or "
@@ -94,6 +98,8 @@ class HttpJudgeConfig:
             )
         if not self.model:
             raise ValueError(f"HttpJudgeConfig.model is empty: set {ENV_MODEL} (e.g. gpt-4o) or pass model=.")
+
+    def _check_limits(self) -> None:
         if self.timeout_s <= 0 or self.connect_timeout_s <= 0:
             raise ValueError("HttpJudgeConfig timeouts must be > 0 seconds.")
         if self.max_retries < 0:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from distrl_core.envs.sim_env import SimDroidEnvConfig
 from distrl_core.envs.simdroid.tasks import Task
@@ -132,8 +132,9 @@ def estimate_success(
             run_id=f"eval-{seed}-{repeat}",
             pool="eval",
             policy_version=policy_version,
-            **({"env": env} if env is not None else {}),
         )
+        if env is not None:
+            config = replace(config, env=env)
         result = run_episodes(policy, tasks, config)
         outcomes += [(family_of[e.task_id], e.task_id, e.success) for e in result.episodes]
     return estimate_from_outcomes(outcomes, episodes_per_task)

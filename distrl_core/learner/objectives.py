@@ -9,6 +9,7 @@ computed once on the whole batch (`group_advantages`) before it is split into mi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -226,7 +227,9 @@ def _gigpo(
     return Objective(actor.loss, no_critic, torch.ones(mask.shape[0], device=mask.device), stats)
 
 
-_OBJECTIVES = {"aride": _aride, "digirl": _digirl, "filtered_bc": _filtered_bc, "gigpo": _gigpo}
+_OBJECTIVES: dict[
+    str, Callable[[EvalOutput, StepBatch, torch.Tensor, LearnerConfig, torch.Tensor | None], Objective]
+] = {"aride": _aride, "digirl": _digirl, "filtered_bc": _filtered_bc, "gigpo": _gigpo}
 
 
 def compute_objective(

@@ -1,0 +1,82 @@
+"""The repository's own tooling agrees with itself: the Makefile, pyproject.toml and pre-commit."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from packaging.specifiers import SpecifierSet
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _requires_python() -> SpecifierSet:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return SpecifierSet(project["requires-python"])
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_makefile_python_is_the_one_requires_python_allows():
+    printed = subprocess.run(
+        [
+            "make",
+            "-s",
+            "--no-print-directory",
+            "-C",
+            str(ROOT),
+            "--eval",
+            "print-python-version: ; @echo $(PYTHON_VERSION)",
+            "print-python-version",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    major, minor = (int(part) for part in printed.split("."))
+    spec = _requires_python()
+    assert spec.contains(f"{major}.{minor}.0") and spec.contains(f"{major}.{minor}.99")
+    assert not spec.contains(f"{major}.{minor + 1}.0") and not spec.contains(f"{major}.{minor - 1}.99")
+
+
+def test_running_python_satisfies_requires_python():
+    assert _requires_python().contains(".".join(map(str, sys.version_info[:3])))
+
+
+def _lint_recipe() -> list[str]:
+    lines = (ROOT / "Makefile").read_text().splitlines()
+    start = lines.index("lint: venv") + 1
+    recipe = []
+    for line in lines[start:]:
+        if not line.startswith("\t"):
+            break
+        recipe.append(line.strip().removeprefix("$(BIN)/"))
+    return recipe
+
+
+def test_pre_commit_runs_what_make_lint_runs():
+    config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())
+    hooks = [hook for repo in config["repos"] for hook in repo["hooks"]]
+    assert all(repo["repo"] == "local" for repo in config["repos"])
+    assert all(hook["language"] == "system" and hook["pass_filenames"] is False for hook in hooks)
+    entries = [hook["entry"].removeprefix(".venv/bin/") for hook in hooks]
+    assert entries == _lint_recipe()
+
+
+def test_gym_extra_is_named_when_gymnasium_is_missing(monkeypatch):
+    monkeypatch.setitem(sys.modules, "gymnasium", None)  # None in sys.modules: the import fails
+    monkeypatch.delitem(sys.modules, "distrl_core.envs.gym_env", raising=False)
+    with pytest.raises(ImportError, match=r"pip install 'distrl\[gym\]'"):
+        import distrl_core.envs.gym_env  # noqa: F401
+
+
+def test_the_main_job_runs_without_the_gym_extra():
+    code = (
+        "import sys; sys.modules['gymnasium'] = None\n"
+        "import flows.cli, flows.demo, flows.train_local, tasks.collector, tasks.learner"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
