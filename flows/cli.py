@@ -9,6 +9,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 from flows.cli_errors import (
     Parser,
@@ -16,11 +17,14 @@ from flows.cli_errors import (
     busy_port_error,
     non_negative_int,
     port,
-    positive_float,
     positive_int,
     unknown_env_warnings,
     user_error_message,
 )
+from flows.cli_flows import FLOW_OPTIONS, HOME, environment_kept
+
+if TYPE_CHECKING:
+    from flows.up import Stack
 
 
 def _cmd_sql(args: argparse.Namespace) -> int:
@@ -52,14 +56,8 @@ def _cmd_sql(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from flows.demo import run_demo
 
-    run_demo(
-        minutes=args.minutes,
-        collectors=args.collectors,
-        sync=args.sync,
-        base=args.base,
-        warm_start_updates=args.warm_start_updates,
-        seed=args.seed,
-    )
+    params = args.options.build(args)
+    run_demo(**params.model_dump(include=set(args.options.fields)))
     return 0
 
 
@@ -67,13 +65,9 @@ def _cmd_train_local(args: argparse.Namespace) -> int:
     from flows.embedded import configure_embedded
 
     configure_embedded(args.home)
-    from flows.train_local import TrainLocalParams, train_local
+    from flows.train_local import train_local
 
-    extra = {} if args.warm_start_updates is None else {"warm_start_updates": args.warm_start_updates}
-    params = TrainLocalParams(
-        collectors=args.collectors, minutes=args.minutes, sync=args.sync, base=args.base, **extra
-    )
-    result = train_local(params)
+    result = train_local(args.options.build(args))
     result.pop("history", None)
     print(json.dumps(result, indent=2, default=str))
     return 0
@@ -92,39 +86,14 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _key_values(pairs: list[str]) -> dict[str, object]:
-    """`KEY=VALUE` options as a mapping; values are JSON when they parse (numbers, null, true), else text."""
-    values: dict[str, object] = {}
-    for pair in pairs:
-        key, sep, text = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"error: expected KEY=VALUE, got {pair!r}")
-        try:
-            values[key] = json.loads(text)
-        except json.JSONDecodeError:
-            values[key] = text
-    return values
-
-
 def _cmd_retrain(args: argparse.Namespace) -> int:
     from flows.embedded import configure_embedded
 
     configure_embedded(args.home)
-    from flows.retrain import RetrainParams, retrain
+    from flows.retrain import retrain
     from tasks.retrain import RetrainDataError
 
-    params = RetrainParams(
-        start_policy=args.policy,
-        recent_days=args.recent_days,
-        as_of=args.as_of,
-        updates=args.updates,
-        algorithm=args.algorithm,
-        learner_config=_key_values(args.learner),
-        replay=_key_values(args.replay),
-        split=args.split,
-        family=args.family,
-        min_improvement=args.min_improvement,
-    )  # a ValidationError names the flag and the field (see main)
+    params = args.options.build(args)  # a mistake names the flag and the field
     try:
         result = retrain(params)
     except (LookupError, RetrainDataError) as exc:  # nothing to start from, or too little recent data
@@ -151,31 +120,33 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
-    import os
-    import signal
-    import time
-
     from flows.up import Stack, UpConfig, down
 
+    # Every role shares this machine's cores: one torch thread per flow run is fastest.
+    config: UpConfig = args.options.build(args, worker_env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
     if args.down:
-        stopped = down(Path(args.dir))
-        print(f"stopped {', '.join(stopped)}" if stopped else f"nothing of `distrl up` runs from {args.dir}")
+        stopped = down(config.run_dir)
+        print(
+            f"stopped {', '.join(stopped)}"
+            if stopped
+            else f"nothing of `distrl up` runs from {config.run_dir}"
+        )
         return 0
     # Prefect writes its profile under PREFECT_HOME when imported: keep this process's in the run folder.
-    os.environ.setdefault("PREFECT_HOME", str(Path(args.dir).resolve() / "prefect"))
-    config = UpConfig(
-        run_dir=Path(args.dir),
-        project_dir=Path(args.project_dir),
-        bucket=args.bucket,
-        ui=not args.no_ui,
-        # Every role shares this machine's cores: one torch thread per flow run is fastest.
-        worker_env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
-    )
+    os.environ.setdefault("PREFECT_HOME", str(config.run_dir.resolve() / "prefect"))
     try:
         stack = Stack(config)
     except FileNotFoundError as exc:  # no prefect.yaml here
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    _stop_on_signals()
+    print(f"starting Prefect, MLflow and S3 (moto) servers, work pools and workers in {config.run_dir} ...")
+    return _run_stack(stack, config.run_dir, detach=args.detach)
+
+
+def _stop_on_signals() -> None:
+    """SIGTERM and Ctrl-C both end `distrl up` through KeyboardInterrupt, which stops the stack."""
+    import signal
 
     def interrupt(*_: object) -> None:
         raise KeyboardInterrupt
@@ -183,7 +154,10 @@ def _cmd_up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, interrupt)
     # A shell starts background jobs with SIGINT ignored, and Python then leaves it so: restore Ctrl-C.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    print(f"starting Prefect, MLflow and S3 (moto) servers, work pools and workers in {args.dir} ...")
+
+
+def _run_stack(stack: Stack, run_dir: Path, *, detach: bool) -> int:
+    """Start the stack and watch it until interrupted (then stop it), or leave it running (`detach`)."""
     detached = False
     try:
         try:
@@ -192,24 +166,31 @@ def _cmd_up(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         print(stack.describe())
-        if args.detach:
+        if detach:
             detached = True
-            print(f"\nleft running; stop it with: distrl up --down --dir {args.dir}")
+            print(f"\nleft running; stop it with: distrl up --down --dir {run_dir}")
             return 0
         print("\nCtrl-C stops everything.")
-        reported: set[str] = set()
-        while True:
-            time.sleep(2)
-            for name, proc in stack.procs.items():
-                if name not in reported and not proc.alive():
-                    reported.add(name)
-                    print(f"warning: {name} exited; see {proc.log_path}", file=sys.stderr)
+        _report_exits(stack)
     except KeyboardInterrupt:
         print("\nstopping ...")
         return 0
     finally:
         if not detached:
             stack.stop()
+
+
+def _report_exits(stack: Stack) -> NoReturn:
+    """Warn once about each process of the stack that exits, until interrupted."""
+    import time
+
+    reported: set[str] = set()
+    while True:
+        time.sleep(2)
+        for name, proc in stack.procs.items():
+            if name not in reported and not proc.alive():
+                reported.add(name)
+                print(f"warning: {name} exited; see {proc.log_path}", file=sys.stderr)
 
 
 def _cmd_pretrained(args: argparse.Namespace) -> int:
@@ -239,19 +220,8 @@ def _cmd_fake_adb(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_base_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--base",
-        default=None,
-        help="pretrained base (Hugging Face folder, e.g. from `distrl pretrained`), adapted with LoRA; "
-        "learning rates and micro-batches follow from it (printed)",
-    )
-    parser.add_argument(
-        "--warm-start-updates", type=int, default=None, help="SFT updates when no version exists yet"
-    )
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(flow_options: bool | str = True) -> argparse.ArgumentParser:
+    """The `distrl` parser; `flow_options`: add the options of every command's flow, of none, or of one."""
     parser = Parser(prog="distrl", description="Asynchronous distributed RL for phone agents.")
     parser.add_argument(
         "-v",
@@ -271,67 +241,25 @@ def build_parser() -> argparse.ArgumentParser:
     sql.set_defaults(func=_cmd_sql)
 
     demo = sub.add_parser("demo", help="embedded run: warm start, async A-RIDE, held-out evaluation, plot")
-    demo.add_argument(
-        "--minutes", type=positive_float, default=6.0, help="minutes of RL after the warm start"
-    )
-    demo.add_argument("--collectors", type=positive_int, default=4)
-    demo.add_argument("--sync", action="store_true", help="DigiRL-style synchronous rounds instead")
-    demo.add_argument(
-        "--seed", type=int, default=0, help="seeds the warm start, collectors, learner (printed; see README)"
-    )
-    _add_base_options(demo)
     demo.set_defaults(func=_cmd_demo)
 
     home_help = "folder of the embedded store, MLflow database and Prefect home (env variables win)"
     local = sub.add_parser("train-local", help="collectors and learner in this process, resuming from latest")
-    local.add_argument("--minutes", type=positive_float, default=10.0)
-    local.add_argument("--collectors", type=positive_int, default=4)
-    local.add_argument("--sync", action="store_true")
-    local.add_argument("--home", default=".distrl", help=home_help)
-    _add_base_options(local)
+    local.add_argument("--home", default=HOME, help=home_help)
     local.set_defaults(func=_cmd_train_local)
 
     evaluate = sub.add_parser("evaluate", help="evaluate a policy version on the held-out split")
-    evaluate.add_argument("--policy", default="latest", help="alias or version number")
-    evaluate.add_argument("--split", default="test")
-    evaluate.add_argument("--home", default=".distrl", help=home_help)
+    evaluate.add_argument("--home", default=HOME, help=home_help)
     evaluate.set_defaults(func=_cmd_evaluate)
 
     retrain = sub.add_parser(
         "retrain", help="fine-tune champion on recent shards, evaluate, promote only if better"
     )
-    retrain.add_argument("--policy", default="champion", help="alias or version to start from")
-    retrain.add_argument(
-        "--recent-days", type=int, default=7, help="shards written in the last N UTC days (date= partitions)"
-    )
-    retrain.add_argument("--as-of", default=None, help="last day of the window, yyyy-mm-dd (default: today)")
-    retrain.add_argument("--updates", type=int, default=200, help="learner updates")
-    # LearnerConfig's Algorithm, written out: importing it here would load torch at every start-up.
-    retrain.add_argument("--algorithm", choices=["aride", "digirl", "filtered_bc", "gigpo"], default="aride")
-    retrain.add_argument(
-        "--learner",
-        nargs="*",
-        default=[],
-        metavar="KEY=VALUE",
-        help="LearnerConfig overrides, e.g. actor_lr=1e-4",
-    )
-    retrain.add_argument(
-        "--replay",
-        nargs="*",
-        default=[],
-        metavar="KEY=VALUE",
-        help="ReplaySettings overrides, e.g. min_size_steps=200",
-    )
-    retrain.add_argument("--split", default="test", help="held-out split of the evaluation")
-    retrain.add_argument("--family", default=None, help="task family evaluated (default: both)")
-    retrain.add_argument(
-        "--min-improvement", type=float, default=0.0, help="success gain over the champion needed to promote"
-    )
-    retrain.add_argument("--home", default=".distrl", help=home_help)
+    retrain.add_argument("--home", default=HOME, help=home_help)
     retrain.set_defaults(func=_cmd_retrain)
 
     status = sub.add_parser("status", help="policy versions, pools, replay size, last evaluation")
-    status.add_argument("--home", default=".distrl", help=home_help)
+    status.add_argument("--home", default=HOME, help=home_help)
     status.set_defaults(func=_cmd_status)
 
     up = sub.add_parser(
@@ -339,12 +267,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="local equivalent of the distributed setup: Prefect, MLflow and S3 (moto) servers, work pools, "
         "workers, deployments",
     )
-    up.add_argument(
-        "--dir", default=".distrl/up", help="run folder (logs, databases, env.sh); wiped at start"
-    )
-    up.add_argument("--project-dir", default=".", help="checkout holding prefect.yaml (default: here)")
-    up.add_argument("--bucket", default="distrl", help="S3 bucket of the store and the MLflow artifacts")
-    up.add_argument("--no-ui", action="store_true", help="do not serve the Prefect UI")
     up.add_argument("--detach", action="store_true", help="leave it running; stop with `distrl up --down`")
     up.add_argument("--down", action="store_true", help="stop a detached stack (or a killed one's leftovers)")
     up.set_defaults(func=_cmd_up)
@@ -362,7 +284,25 @@ def build_parser() -> argparse.ArgumentParser:
     fake.add_argument("--seed", type=int, default=0)
     fake.add_argument("--host", default="127.0.0.1")
     fake.set_defaults(func=_cmd_fake_adb)
+
+    for name, (add_options, _) in FLOW_OPTIONS.items():
+        if flow_options is True or flow_options == name:
+            add_options(sub.choices[name])
     return parser
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """Parse in two steps where the command's options come from its flow: the command's own options
+    first (`--home`), then, under the environment they set, the flow's module and its options."""
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    if command not in FLOW_OPTIONS:
+        return build_parser(flow_options=False).parse_args(argv)
+    # --help waits for the second step, which knows every option.
+    own, _ = build_parser(flow_options=False).parse_known_args([a for a in argv if a not in ("-h", "--help")])
+    with environment_kept():
+        FLOW_OPTIONS[command][1](own)
+        parser = build_parser(flow_options=command)
+    return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -370,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     from storage.store import configure_logging
 
     quiet_third_party()  # before any command imports transformers or MLflow
-    args = build_parser().parse_args(argv)
+    args = _parse(sys.argv[1:] if argv is None else argv)
     # Secrets are scrubbed from every record (botocore logs the access key id at DEBUG).
     configure_logging(
         logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING
@@ -378,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     for warning in unknown_env_warnings(os.environ):
         print(f"warning: {warning}", file=sys.stderr)
     try:
-        return args.func(args)
+        return int(args.func(args))
     except Exception as exc:
         message = user_error_message(exc)
         if message is None:

@@ -2,7 +2,8 @@
 
 `main` turns the exceptions recognised here into `error: ...` and exit code 2 (the traceback only
 with -v); anything else is a bug and keeps its traceback. Flag values are checked by argparse
-types, settings read from `DISTRL_*` variables by their own validators.
+types (a flow's parameters by their pydantic model, see `flows.cli_options`), settings read from
+`DISTRL_*` variables by their own validators.
 """
 
 from __future__ import annotations
@@ -12,22 +13,13 @@ import difflib
 import errno
 import os
 from collections.abc import Callable, Mapping
+from typing import NoReturn
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 # Variables read outside a settings class (by name, in the judge and the deployments).
 _EXTRA_ENV = {"DISTRL_JUDGE_BASE_URL", "DISTRL_JUDGE_MODEL", "DISTRL_JUDGE_API_KEY", "DISTRL_PROJECT_DIR"}
-
-# Parameter-model fields whose command-line flag has another name.
-_FLAGS = {
-    "learner_config": "--learner",
-    "replay": "--replay",
-    "start_policy": "--policy",
-    "recent_days": "--recent-days",
-    "as_of": "--as-of",
-    "min_improvement": "--min-improvement",
-    "updates": "--updates",
-}
 
 
 class UserError(Exception):
@@ -37,7 +29,7 @@ class UserError(Exception):
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (the usage text is one `--help` away)."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
@@ -56,8 +48,27 @@ def _number(kind: Callable[[str], float], test: Callable[[float], bool], need: s
 
 positive_int = _number(int, lambda v: v >= 1, "an integer >= 1")
 non_negative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
-positive_float = _number(float, lambda v: 0 < v < float("inf"), "a number > 0")
 port = _number(int, lambda v: 0 <= v <= 65535, "a TCP port number 0-65535 (0: any free port)")
+
+
+_BOUNDS = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
+
+
+def pydantic_problem(error: ErrorDetails) -> str:
+    """One pydantic error in a few words: `must be > 0` for a bound, else pydantic's own."""
+    ctx = error.get("ctx", {})
+    bounds = [f"{sign} {ctx[key]}" for key, sign in _BOUNDS.items() if key in ctx]
+    return f"must be {' and '.join(bounds)}" if bounds else str(error["msg"]).removeprefix("Value error, ")
+
+
+def validation_message(exc: ValidationError, flags: Mapping[str, str] | None = None) -> str:
+    """Every error of `exc` on one line, each led by the flag of its field (from `flags`) or its name."""
+    parts = []
+    for error in exc.errors():
+        loc = [str(p) for p in error["loc"]]
+        where = (flags or {}).get(loc[0], loc[0]) if loc else exc.title
+        parts.append(f"{'.'.join([where, *loc[1:]])}: {pydantic_problem(error)}")
+    return "; ".join(parts).replace("\n", " ")
 
 
 def user_error_message(exc: BaseException) -> str | None:
@@ -65,13 +76,7 @@ def user_error_message(exc: BaseException) -> str | None:
     if isinstance(exc, UserError):
         return str(exc)
     if isinstance(exc, ValidationError):
-        parts = []
-        for error in exc.errors():
-            loc = [str(p) for p in error["loc"]]
-            where = _FLAGS.get(loc[0], loc[0]) if loc else exc.title
-            message = str(error["msg"]).removeprefix("Value error, ")
-            parts.append(f"{'.'.join([where, *loc[1:]])}: {message}")
-        return "; ".join(parts).replace("\n", " ")
+        return validation_message(exc)
     return None
 
 

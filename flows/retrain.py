@@ -22,7 +22,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from prefect import flow, get_run_logger
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from distrl_core.learner.config import Algorithm
 from storage.registry import CHAMPION
@@ -66,11 +66,7 @@ class RetrainParams(BaseModel):
     updates_per_block: int = Field(
         25, ge=1, description="Updates per `train_block` task run (what the Prefect UI shows)."
     )
-    algorithm: Algorithm = Field(
-        "aride",
-        description="'aride', 'digirl', 'filtered_bc' or 'gigpo' (critic-free, groups of episodes of one "
-        "task and policy version within a batch; see LearnerConfig).",
-    )
+    algorithm: Algorithm = Field("aride", description=LearnerParams.model_fields["algorithm"].description)
     seed: int = Field(0, description="Seeds the learner.")
     learner_config: dict[str, Any] = Field(
         default_factory=dict,
@@ -100,7 +96,7 @@ class RetrainParams(BaseModel):
 
     @field_validator("learner_config")
     @classmethod
-    def _check_learner_config(cls, value: dict[str, Any], info) -> dict[str, Any]:
+    def _check_learner_config(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         learner_config(info.data.get("algorithm", "aride"), info.data.get("seed", 0), value)
         return value
 

@@ -80,7 +80,9 @@ class TrainLocalParams(BaseModel):
     )
     base: str | None = Field(
         None,
-        description="Pretrained base of the warm start's policy, adapted with LoRA (None: the tiny default).",
+        description="Pretrained base of the warm start's policy (a Hugging Face folder, e.g. from `distrl "
+        "pretrained`), adapted with LoRA; learning rates and micro-batches follow from it (printed). "
+        "None: the tiny default.",
     )
     evaluate: bool = Field(
         True, description="Evaluate the warm start and the final version on the held-out split."

@@ -13,6 +13,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import get_args
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -51,8 +52,8 @@ class LearnerParams(BaseModel):
     )
     algorithm: Algorithm = Field(
         "aride",
-        description="'aride', 'digirl', 'filtered_bc' or 'gigpo' (critic-free, groups of episodes of one "
-        "task and policy version within a batch; see LearnerConfig).",
+        description=f"One of {', '.join(get_args(Algorithm))} (see LearnerConfig); gigpo is critic-free, with "
+        "groups of episodes of one task and policy version within a batch.",
     )
     seed: int = Field(0, description="Seeds the learner.")
 

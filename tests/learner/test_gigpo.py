@@ -78,13 +78,16 @@ def test_gigpo_groups_span_micro_batches(make_policy, episode_rows, micro_batch_
 
 
 def test_every_entry_point_offers_every_algorithm():
-    from distrl_core.learner.config import ALGORITHMS
+    from typing import get_args
+
+    from distrl_core.learner.config import Algorithm
     from flows.cli import build_parser
     from tasks.learner import LearnerParams
 
+    algorithms = get_args(Algorithm)
     subcommands = next(a for a in build_parser()._actions if a.choices and "retrain" in a.choices)
     retrain = subcommands.choices["retrain"]
-    assert set(next(a for a in retrain._actions if a.dest == "algorithm").choices) == set(ALGORITHMS)
-    assert "gigpo" in ALGORITHMS and LearnerParams(algorithm="gigpo").algorithm == "gigpo"
+    assert set(next(a for a in retrain._actions if a.dest == "algorithm").choices) == set(algorithms)
+    assert "gigpo" in algorithms and LearnerParams(algorithm="gigpo").algorithm == "gigpo"
     with pytest.raises(ValueError, match="window=None"):
         LearnerParams(algorithm="gigpo", window=4)
