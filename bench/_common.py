@@ -136,7 +136,7 @@ def write_result(name: str, document: dict) -> Path:
 
 
 def print_table(headers: list[str], rows: list[list[object]]) -> str:
-    """A Markdown table (what the README's Performance section shows)."""
+    """A Markdown table (what docs/performance.md shows)."""
     cells = [[str(c) for c in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
     lines = [

@@ -1,4 +1,4 @@
-"""Learning curves over seeds: A-RIDE vs its §4 form vs DigiRL (filtered AWR) vs filtered BC vs the
+"""Learning curves over seeds: A-RIDE vs its loss as written vs DigiRL (filtered AWR) vs filtered BC vs the
 critic-free group baseline (GiGPO-style), at equal environment steps, on General and Web Shopping.
 
 Per (family, seed): one warm start (SFT on noisy scripted-expert demonstrations of the train split),
@@ -12,9 +12,9 @@ of A-RIDE over DigiRL-AWR (ratio of the means − 1; plus the paired per-seed di
 interval). Writes JSON and a PNG (mean curve with its 95 % band per method, one panel per family).
 
 Methods (``--methods``): ``aride`` (the default LearnerConfig: advantages normalised over the batch
-and clamped to their positive part, a documented deviation from ARCHITECTURE §4), ``aride_pure``
-(§4 as written: signed, unnormalised Retrace advantages), ``aride_norm``, ``aride_pos`` (one of the
-two changes each), ``digirl``, ``filtered_bc`` and ``gigpo`` (episode groups of ``--group-size``
+and clamped to their positive part, a documented deviation: docs/architecture.md, "The learner's
+loss"), ``aride_pure`` (the loss as written: signed, unnormalised Retrace advantages),
+``aride_norm``, ``aride_pos`` (one of the two changes each), ``digirl``, ``filtered_bc`` and ``gigpo`` (episode groups of ``--group-size``
 episodes of one task under one env seed; LoopConfig.group_size). ``--learner KEY=VALUE`` overrides
 a LearnerConfig field for every method (tuning). ``--validation`` tunes without the test split:
 the ``*-train-0`` phrasing template of each task kind is held out of the train split and used as

@@ -18,9 +18,6 @@ from typing import NoReturn
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-# Variables read outside a settings class (by name, in the judge and the deployments).
-_EXTRA_ENV = {"DISTRL_JUDGE_BASE_URL", "DISTRL_JUDGE_MODEL", "DISTRL_JUDGE_API_KEY", "DISTRL_PROJECT_DIR"}
-
 
 class UserError(Exception):
     """A mistake in the command line or the environment; the message says what to change."""
@@ -94,15 +91,9 @@ def busy_port_error(exc: OSError, flag: str, value: int) -> UserError | None:
 
 def known_env() -> set[str]:
     """Every `DISTRL_*` variable the settings classes (and the few direct readers) understand."""
-    from storage.registry import RegistrySettings
-    from storage.replay_config import ReplaySettings
-    from storage.store import StoreSettings
+    from flows.config_table import variables
 
-    names = set(_EXTRA_ENV)
-    for settings in (StoreSettings, ReplaySettings, RegistrySettings):
-        prefix = settings.model_config["env_prefix"]
-        names |= {f"{prefix}{name}".upper() for name in settings.model_fields}
-    return names
+    return variables()
 
 
 def unknown_env_warnings(environ: Mapping[str, str] | None = None) -> list[str]:

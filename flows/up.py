@@ -357,7 +357,7 @@ class Stack:
                 "",
                 f"In another shell: source {rel}/env.sh   (these, plus moto's dummy AWS keys):",
                 shown,
-                'then e.g. (README "Trying it on one machine": a run where held-out success rises):',
+                'then e.g. (docs/operations.md, "Trying it on one machine": a run where held-out success rises):',
                 "  prefect deployment run learn/learn --param params='{\"max_minutes\": 12}'",
                 "  prefect deployment run collect/collect-pool-a; prefect deployment run collect/collect-pool-b",
                 "  prefect deployment run evaluate/evaluate --param policy=1; prefect deployment run evaluate/evaluate",

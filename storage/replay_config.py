@@ -9,9 +9,17 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class ReplaySettings(BaseSettings):
-    """Replay configuration; every field can be set as `DISTRL_REPLAY_<FIELD>`."""
+    """Replay configuration; every field can be set as `DISTRL_REPLAY_<FIELD>`.
 
-    model_config = SettingsConfigDict(env_prefix="DISTRL_REPLAY_", extra="ignore", frozen=True)
+    The importance-sampling exponent β is not here: the learner anneals it with its own schedule
+    (``LearnerConfig.beta_start``/``beta_end``/``beta_anneal_updates``) and passes it to each sample.
+    """
+
+    # use_attribute_docstrings: the notes under the fields are their descriptions (the docs'
+    # configuration table is rendered from them, flows/config_table.py).
+    model_config = SettingsConfigDict(
+        env_prefix="DISTRL_REPLAY_", extra="ignore", frozen=True, use_attribute_docstrings=True
+    )
 
     capacity_steps: int = 200_000
     """Steps kept; the oldest episodes are evicted first (a circular buffer over episodes)."""
@@ -19,12 +27,6 @@ class ReplaySettings(BaseSettings):
     """Steps that must be ingested before the first sample."""
     alpha: float = 0.6
     """Priority exponent: sampling probability is proportional to priority**alpha (0 = uniform)."""
-    beta_start: float = 0.4
-    """Importance-sampling exponent at the first update; annealed linearly to `beta_end`."""
-    beta_end: float = 1.0
-    """Importance-sampling exponent once annealing is over (1 = full correction)."""
-    beta_anneal_updates: int = 10_000
-    """Learner updates over which beta goes from `beta_start` to `beta_end`."""
     initial_priority: float = 1.0
     """Priority of a new trajectory before the learner has seen it (raised to the largest seen)."""
     min_priority: float = 1e-6
@@ -64,12 +66,6 @@ class ReplaySettings(BaseSettings):
                 "must be between 0 and capacity_steps, or sampling could never start",
             ),
             ("alpha", 0 <= self.alpha <= 1, "must be in [0, 1]"),
-            (
-                "beta_start",
-                0 <= self.beta_start <= self.beta_end <= 1,
-                "need 0 <= beta_start <= beta_end <= 1",
-            ),
-            ("beta_anneal_updates", self.beta_anneal_updates >= 1, "must be >= 1"),
             # inf would pass `> 0` and turn every sampling probability into NaN.
             ("initial_priority", _positive(self.initial_priority), "must be a finite number > 0"),
             ("min_priority", _positive(self.min_priority), "must be a finite number > 0"),
@@ -109,11 +105,6 @@ class ReplaySettings(BaseSettings):
         if problems:
             raise ValueError("replay config: " + "; ".join(problems))
         return self
-
-    def beta_at(self, update: int) -> float:
-        """Linearly annealed importance-sampling exponent for learner update `update`."""
-        frac = min(1.0, max(0, update) / self.beta_anneal_updates)
-        return self.beta_start + frac * (self.beta_end - self.beta_start)
 
 
 def _positive(value: float) -> bool:

@@ -14,7 +14,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# One torch thread: on a loaded 2-core machine it trains several times faster than two (STACK.md).
+# One torch thread: on a loaded 2-core machine it trains several times faster than two
+# (docs/performance.md, "Threads").
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 

@@ -1,4 +1,5 @@
-"""Retrace / V-trace value targets and advantages, and plain discounted returns (ARCHITECTURE §4).
+"""Retrace / V-trace value targets and advantages, and plain discounted returns (docs/architecture.md,
+"The learner's loss").
 
 All recursions run backwards over T with vector operations over B, on padded (B, T) batches whose real
 steps form a prefix of each row. A window may span episodes: a step with done = 1 ends its episode, so

@@ -35,8 +35,7 @@ class WarmStartConfig:
     - ``family``: task family of the demonstrations (None: both). ``episodes_per_task``: demos per
       train task. ``noise``: the expert's probability of a random plausible action per step.
     - ``updates``/``batch_size``/``lr``: SFT steps, trajectories per step, AdamW learning rate.
-      The default 40 updates (~15 s) leave the tiny default policy at ~30% held-out success on
-      the general family (measured: 30 updates ~14%, 60 ~50%, 200 on clean demos ~65%).
+      The default budget is small on purpose (docs/performance.md has what it reaches).
     - ``successful_only``: train only on demonstrations that reached the goal.
     - ``entity_dropout``/``word_dropout``: word dropout during SFT (see Policy.with_word_dropout);
       what makes the warm start generalise to held-out apps, sites and phrasings.

@@ -12,7 +12,7 @@ screenshot, no randomness. :func:`build_candidates` is that function. It offers
 
 Every candidate carries ``text``: what the model reads. A tap names the element (class, label,
 state; e.g. ``Switch Wi-Fi on``) rather than its index, so the model matches instruction words to labels instead of memorising
-index numbers (STACK.md: index-generating models never learned that on 2 cores).
+index numbers (docs/architecture.md, "Design notes": index-generating models never learned that).
 """
 
 from __future__ import annotations

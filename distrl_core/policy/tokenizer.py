@@ -1,7 +1,7 @@
 """A word-level tokenizer built locally from SimDroid text (nothing downloaded), and word matching.
 
-Word-level, so that a word is one token both in the instruction and in an element's label (STACK.md:
-sub-word splits that differ between the two kept a tiny model from grounding instructions). Words
+Word-level, so that a word is one token both in the instruction and in an element's label
+(docs/architecture.md, "Design notes": sub-word splits that differ between the two kept a tiny model from grounding instructions). Words
 are lower-cased runs of letters, runs of digits, or single other characters; a word never seen in
 the corpus becomes ``[UNK]``. The exact-match flags of :func:`match_flags` carry the information an
 unknown word would lose: whether the same word occurs in the instruction (the exact-match feature

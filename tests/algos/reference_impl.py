@@ -1,6 +1,6 @@
 """Plain-Python-loop references for distrl_core.algos: lists of floats in, lists of floats out.
 
-Written from the formulas (ARCHITECTURE §4, DigiRL arXiv 2406.11896), deliberately without torch and,
+Written from the formulas (docs/architecture.md, "The learner's loss"; DigiRL arXiv 2406.11896), deliberately without torch and,
 where a closed form exists, without the backward recursion the library uses (V-trace as an explicit sum
 of discounted, trace-weighted TD errors), so that agreement means something.
 """

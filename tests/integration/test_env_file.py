@@ -1,4 +1,4 @@
-"""`source .distrl/up/env.sh` in a fresh shell makes the README's next commands work."""
+"""`source .distrl/up/env.sh` in a fresh shell makes the next commands of docs/operations.md work."""
 
 from __future__ import annotations
 

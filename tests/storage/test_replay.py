@@ -202,17 +202,11 @@ def test_priority_write_back_validates_input(local_store: Store) -> None:
     [
         ({"min_size_steps": 10, "capacity_steps": 5}, "min_size_steps"),
         ({"alpha": 1.5}, "alpha"),
-        ({"beta_start": 0.9, "beta_end": 0.5}, "beta"),
     ],
 )
 def test_bad_config_is_explained(kwargs, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         ReplaySettings(**kwargs).validate_all()
-
-
-def test_beta_anneals_linearly() -> None:
-    settings = ReplaySettings(beta_start=0.4, beta_end=1.0, beta_anneal_updates=100)
-    assert [settings.beta_at(u) for u in (0, 50, 100, 1000)] == pytest.approx([0.4, 0.7, 1.0, 1.0])
 
 
 def test_incremental_sums_match_a_full_rebuild(local_store: Store) -> None:

@@ -1,4 +1,4 @@
-"""SimDroid: a deterministic, fast Android-like device for offline RL (ARCHITECTURE §6)."""
+"""SimDroid: a deterministic, fast Android-like device for offline RL (docs/architecture.md, "SimDroid")."""
 
 from distrl_core.envs.simdroid.device import (
     DeviceOffline,

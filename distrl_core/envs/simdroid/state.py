@@ -43,7 +43,8 @@ class DeviceState:
     focus: str | None = None  # key of the focused text field
     replace_on_type: bool = False  # focusing selects all, so the next typed text replaces it
     alarms: list[dict[str, Any]] = field(default_factory=list)  # {"hour", "minute", "enabled"}
-    carts: dict[str, list[str]] = field(default_factory=dict)  # shop domain -> product ids
+    # shop domain -> items added, each {"id", "name", "price_cents"}
+    carts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     dialog: dict[str, Any] | None = None  # modal distractor on top of the page
     notice: str | None = None  # transient message ("Added to cart"), cleared on navigation
     visited_sites: list[str] = field(default_factory=list)

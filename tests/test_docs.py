@@ -1,0 +1,73 @@
+"""The docs stay true to the code: the configuration table is the settings classes' own, every
+`DISTRL_*` variable they name is read by something, and nothing points outside the repository."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from flows import config_table
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "prefect.yaml"]
+CODE = ("distrl_core", "storage", "tasks", "flows")
+# A clone has none of these: written in pieces so that this file does not match itself.
+OUTSIDE = re.compile("|".join([r"\.\./" + "shared", "ARCHITECTURE" + r"(\.md| §)", "STACK" + r"\.md"]))
+
+
+def test_the_configuration_table_is_rendered_from_the_settings_classes() -> None:
+    written = config_table.current_in(config_table.DOC.read_text(encoding="utf-8"))
+    assert written == config_table.render(), (
+        "docs/operations.md's configuration table is out of date: run `python -m flows.config_table --write`"
+    )
+
+
+def test_every_documented_variable_is_read() -> None:
+    known = config_table.variables()
+    for doc in DOCS:
+        for name in set(re.findall(r"DISTRL_[A-Z0-9_]*", doc.read_text(encoding="utf-8"))):
+            if name.endswith("_"):  # a family, as in `DISTRL_REPLAY_*`
+                assert any(k.startswith(name) for k in known), f"{doc.name}: no variable starts with {name}"
+            else:
+                assert name in known, f"{doc.name} documents {name}, which no setting reads"
+
+
+def test_variables_read_by_name_are_read() -> None:
+    sources = [
+        p.read_text(encoding="utf-8")
+        for package in CODE
+        for p in (ROOT / package).rglob("*.py")
+        if p.name not in ("config_table.py", "cli_errors.py")
+    ]
+    for name in config_table.DIRECT_VARIABLES:
+        assert any(name in text for text in sources), f"{name} is documented but no code reads it"
+
+
+def test_nothing_refers_outside_the_repository() -> None:
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    offenders = []
+    for name in filter(None, listed.decode().split("\0")):
+        path = ROOT / name
+        if not path.is_file():  # deleted in the work tree
+            continue
+        text = path.read_bytes().decode("utf-8", errors="ignore")
+        offenders += [f"{name}:{m.group(0)}" for m in OUTSIDE.finditer(text)]
+    assert not offenders, f"references to files a clone does not have: {offenders}"
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_links_between_the_docs_resolve() -> None:
+    for doc in DOCS[:-1]:
+        for target, anchor in re.findall(
+            r"\]\(([\w./-]*\.md)?(?:#([\w-]+))?\)", doc.read_text(encoding="utf-8")
+        ):
+            path = (doc.parent / target) if target else doc
+            assert path.is_file(), f"{doc.name} links to {target}, which does not exist"
+            if anchor:
+                headings = re.findall(r"^#+ (.+)$", path.read_text(encoding="utf-8"), flags=re.MULTILINE)
+                assert anchor in {_anchor(h) for h in headings}, f"{doc.name} links to {target}#{anchor}"
