@@ -33,7 +33,7 @@ class Word:
     parts: list[WordPart] = field(default_factory=list)
 
     def expand(self, last_exit_code: int) -> str:
-        return "".join(str(last_exit_code) if part is EXIT_STATUS else part for part in self.parts)
+        return "".join(part if isinstance(part, str) else str(last_exit_code) for part in self.parts)
 
 
 @dataclass
