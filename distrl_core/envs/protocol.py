@@ -68,7 +68,7 @@ class Environment(Protocol):
 
         env = make_env(SimDroidEnvConfig(screenshots=False))  # or make_env(AdbEnvConfig(serial=...))
         observation = env.reset("general-train-0000", seed=0)
-        result = env.step("press(HOME)")  # an Action or its text
+        result = env.step("key(HOME)")  # an Action or its text
         while not result.done:
             result = env.step(choose(result.observation))
         print(result.reward, result.info.success, result.info.latency_s)
@@ -92,6 +92,9 @@ class Environment(Protocol):
 
 @dataclass(frozen=True)
 class EpisodeRules:
+    """The episode rules of one step: SimDroid takes them from its config and the task's horizon,
+    ADB from ``max_steps`` (or the task's horizon) and always ends on success and on status."""
+
     horizon: int
     invalid_action_penalty: float = 0.0
     end_on_success: bool = True

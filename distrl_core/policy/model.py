@@ -47,10 +47,18 @@ class BaseInfo:
 class StepLayout(Protocol):
     """How flat steps sit in a padded (B, T) batch (implemented by learner.batch.StepBatch)."""
 
-    steps: Sequence[StepInput]
-    shape: tuple[int, int]
-    flat_index: torch.Tensor  # (N,) position of each step in the flattened (B*T) batch
-    row_first: torch.Tensor  # (B,) index into ``steps`` of each row's first step
+    # Read-only members, so a batch holding a list (or any sequence) of steps fits.
+    @property
+    def steps(self) -> Sequence[StepInput]: ...
+
+    @property
+    def shape(self) -> tuple[int, int]: ...
+
+    @property
+    def flat_index(self) -> torch.Tensor: ...  # (N,) position of each step in the flattened (B*T) batch
+
+    @property
+    def row_first(self) -> torch.Tensor: ...  # (B,) index into ``steps`` of each row's first step
 
 
 @functools.cache

@@ -10,7 +10,9 @@ from gymnasium.utils.env_checker import check_env
 from PIL import Image
 
 from distrl_core.envs.actions import Action
+from distrl_core.envs.factory import make_env, make_sim_envs
 from distrl_core.envs.gym_env import SimDroidGymEnv
+from distrl_core.envs.protocol import StepInfo
 from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
 from distrl_core.envs.simdroid import FaultConfig, SimDroidConfig, get_task, load_tasks
 from distrl_core.envs.simdroid.catalog import APPS, APPS_PER_PAGE, CHROME, LAUNCHER
@@ -201,3 +203,20 @@ def test_config_errors_name_the_problem() -> None:
         SimDroidEnvConfig(family="shopping")
     with pytest.raises(ValueError, match="penalty"):
         SimDroidEnvConfig(invalid_action_penalty=0.5)
+
+
+def test_the_factory_gives_each_environment_its_serial_and_steps_report_a_typed_info() -> None:
+    envs = make_sim_envs(quiet(screenshots=False), 2, serial_prefix="sim-c0")
+    assert [env.serial for env in envs] == ["sim-c0-0", "sim-c0-1"]
+    env = make_env(quiet(screenshots=False, serial="emulator-5556"))
+    env.reset(OPEN_APP)
+    result = env.step("status(complete)")
+    assert isinstance(result.info, StepInfo)
+    assert (result.info.serial, result.info.step, result.info.action) == (
+        "emulator-5556",
+        1,
+        "status(complete)",
+    )
+    env.close()
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step("status(complete)")

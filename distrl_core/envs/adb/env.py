@@ -10,7 +10,7 @@ Example::
 
     env = AdbEnv(AdbEnvConfig(serial="emulator-5554", success_check=adb_rule_success_check))
     observation = env.reset("general-train-0000")
-    result = env.step("press(HOME)")
+    result = env.step("key(HOME)")
     result.info.success, result.info.serial, result.info.action_lost
 """
 
