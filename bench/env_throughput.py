@@ -31,7 +31,7 @@ def measure(screenshots: bool, seconds: float) -> dict[str, float | int]:
             result = env.step(expert_action(env, task))
             done = result.done
             steps += 1
-        successes += result.info["success"]
+        successes += result.info.success
         episodes += 1
     elapsed = time.perf_counter() - started
     return {

@@ -13,14 +13,16 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from distrl_core.envs.actions import Action, format_action, utf8_safe
+from distrl_core.envs.factory import make_sim_envs
 from distrl_core.envs.observation import Observation
-from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
+from distrl_core.envs.protocol import Environment
+from distrl_core.envs.sim_env import SimDroidEnvConfig
 from distrl_core.envs.simdroid.tasks import Task, get_task
 from distrl_core.policy.types import ActOutput
 
@@ -37,6 +39,7 @@ __all__ = [
 ]
 
 
+@runtime_checkable
 class Actor(Protocol):
     def act(self, observations: Sequence[Observation], *, greedy: bool = False) -> list[ActOutput]: ...
 
@@ -163,16 +166,13 @@ def step_row(
 ActFn = Callable[[list[Any], list[Observation]], list[ActOutput]]
 
 
-def _device_id(env: Any) -> str:
-    device = getattr(env, "device", None)
-    return str(getattr(device, "serial", None) or getattr(env, "serial", None) or "unknown")
+def _device_id(env: Environment) -> str:
+    return str(env.serial or "unknown")
 
 
-def _env_kind(env: Any) -> str:
-    return "sim" if isinstance(env, SimDroidEnv) else "adb"
-
-
-def _outage_row(config: RolloutConfig, episode_id: str, task: Task, env: Any, error: str) -> dict[str, Any]:
+def _outage_row(
+    config: RolloutConfig, episode_id: str, task: Task, env: Environment, error: str
+) -> dict[str, Any]:
     """The one row of an episode whose reset failed: it took no step, but it was attempted."""
     empty = Observation(task.instruction, 0, (), (), "", "", None, (0, 0))
     output = ActOutput("", Action.invalid("", error), 0.0, 0, 0.0, 0.0)
@@ -188,7 +188,7 @@ def _outage_row(config: RolloutConfig, episode_id: str, task: Task, env: Any, er
         started_at=datetime.now(UTC),
         latency_s=0.0,
         device_id=_device_id(env),
-        env_kind=_env_kind(env),
+        env_kind=env.kind,
     )
     row["episode_status"] = "env_error"
     return row
@@ -198,8 +198,137 @@ def _outage_row(config: RolloutConfig, episode_id: str, task: Task, env: Any, er
 class _Episode:
     episode_id: str
     task: Task
-    observation: Observation
+    observation: Observation | None  # None only for an episode whose reset failed
     rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+class _Rollout:
+    """The state of one ``run_episodes`` call: which environment runs which episode, what is done."""
+
+    def __init__(
+        self,
+        config: RolloutConfig,
+        envs: list[Environment],
+        pending: Iterator[tuple[Task, int | None]],
+    ) -> None:
+        self.config, self.envs, self.pending = config, envs, pending
+        self.rng = random.Random(config.seed)
+        self.rows: list[dict[str, Any]] = []
+        self.episodes: list[EpisodeSummary] = []
+        self.active: dict[int, _Episode] = {}
+        self.failed_resets = [0] * len(envs)
+        self.dropped: list[str] = []
+        self.attempted = 0
+
+    def finish(self, slot: int, episode: _Episode, success: bool, error: str | None = None) -> None:
+        status = "ok" if error is None else "env_error"
+        steps = len(episode.rows)
+        if error is not None and not episode.rows:  # failed before its first step: still recorded
+            env = self.envs[slot]
+            episode.rows.append(_outage_row(self.config, episode.episode_id, episode.task, env, error))
+        for row in episode.rows:
+            row["episode_success"] = success
+            row["episode_status"] = status
+        if episode.rows:
+            episode.rows[-1]["done"] = True
+        self.rows.extend(episode.rows)
+        reward = sum(r["reward"] for r in episode.rows)
+        self.episodes.append(
+            EpisodeSummary(episode.episode_id, episode.task.task_id, success, steps, reward, status, error)
+        )
+        self.active.pop(slot, None)
+
+    def start(self, slot: int) -> None:
+        """Reset the slot's environment to the next pending task (skipping tasks whose reset fails)."""
+        for task, reset_seed in self.pending:
+            self.attempted += 1
+            # Seeded for reproducibility, but namespaced by the run: a re-run of a deployment with the
+            # same seed must not produce ids the replay would drop as duplicates.
+            episode_id = uuid.uuid5(
+                uuid.NAMESPACE_OID, f"{self.config.run_id}/{self.rng.getrandbits(128):032x}"
+            ).hex
+            seed = self.rng.getrandbits(31)  # drawn even when given, so the episode ids stay the same
+            try:
+                observation = self.envs[slot].reset(task, seed=seed if reset_seed is None else reset_seed)
+            except Exception as exc:  # a device that cannot reset: record the attempt, back off
+                if self._reset_failed(slot, _Episode(episode_id, task, None), exc):
+                    return
+                continue
+            self.failed_resets[slot] = 0
+            self.active[slot] = _Episode(episode_id, task, observation)
+            return
+
+    def _reset_failed(self, slot: int, episode: _Episode, exc: Exception) -> bool:
+        """Record a failed reset; True when the environment is taken out of the rollout."""
+        env = self.envs[slot]
+        error = f"reset: {type(exc).__name__}: {exc}"
+        log.warning("reset of %s for %s failed: %s", _device_id(env), episode.task.task_id, exc)
+        self.finish(slot, episode, False, error)
+        self.failed_resets[slot] += 1
+        if self.failed_resets[slot] >= self.config.max_reset_failures:
+            self.dropped.append(_device_id(env))
+            log.error(
+                "taking %s out of this rollout: %d resets in a row failed (last: %s); "
+                "its remaining tasks go to the other environments",
+                _device_id(env),
+                self.failed_resets[slot],
+                error,
+            )
+            return True
+        time.sleep(self.config.reset_backoff_s * 2 ** (self.failed_resets[slot] - 1))
+        return False
+
+    def step_all(self, act: ActFn) -> None:
+        """One action for every active episode (one call of the actor), then one step of each."""
+        slots = sorted(self.active)
+        started_at, started = datetime.now(UTC), time.perf_counter()
+        outputs = act([self.envs[s] for s in slots], [self._observation(s) for s in slots])
+        act_latency = (time.perf_counter() - started) / len(slots)
+        for slot, output in zip(slots, outputs, strict=True):
+            self._step(slot, output, started_at, act_latency)
+
+    def _observation(self, slot: int) -> Observation:
+        observation = self.active[slot].observation
+        assert observation is not None  # active episodes were reset
+        return observation
+
+    def _step(self, slot: int, output: ActOutput, started_at: datetime, act_latency: float) -> None:
+        episode, env = self.active[slot], self.envs[slot]
+        observation = self._observation(slot)
+        try:
+            result = env.step(output.action)
+        except Exception as exc:
+            log.warning("step on %s failed: %s", _device_id(env), exc)
+            self.finish(slot, episode, False, f"step: {type(exc).__name__}: {exc}")
+            self.start(slot)
+            return
+        episode.rows.append(
+            step_row(
+                self.config,
+                episode_id=episode.episode_id,
+                task=episode.task,
+                observation=observation,
+                output=output,
+                reward=result.reward,
+                done=result.done,
+                invalid=result.info.invalid,
+                started_at=started_at,
+                latency_s=act_latency + result.info.latency_s,
+                device_id=_device_id(env),
+                env_kind=env.kind,
+            )
+        )
+        episode.observation = result.observation
+        if result.done:
+            self.finish(slot, episode, result.info.success)
+            self.start(slot)
+
+
+def _as_act_fn(actor: Actor | ActFn, greedy: bool) -> ActFn:
+    if isinstance(actor, Actor):
+        policy = actor
+        return lambda _envs, observations: policy.act(observations, greedy=greedy)
+    return actor
 
 
 def run_episodes(
@@ -207,7 +336,7 @@ def run_episodes(
     tasks: Sequence[Task | str],
     config: RolloutConfig | None = None,
     *,
-    envs: Sequence[Any] | None = None,
+    envs: Sequence[Environment] | None = None,
     reset_seeds: Sequence[int] | None = None,
 ) -> RolloutResult:
     """One episode per task (tasks may repeat). ``actor`` is a policy (``act(observations)``) or a
@@ -219,123 +348,36 @@ def run_episodes(
     the rollout goes on with the next task; the actor's own errors propagate. ``reset_seeds``: one
     environment seed per task (e.g. the same for a group of episodes that must start alike); by
     default each episode's seed is drawn from ``config.seed``.
+
+    Example::
+
+        result = run_episodes(policy, ["general-train-0000"] * 4, RolloutConfig(parallel_envs=2))
+        result.success_rate, steps_to_table(result.rows)  # steps_to_table: storage.schema
     """
     config = config or RolloutConfig()
     queue = [get_task(t) if isinstance(t, str) else t for t in tasks]
-    rng = random.Random(config.seed)
     if envs is None:
-        envs = [SimDroidEnv(config.env) for _ in range(min(config.parallel_envs, max(len(queue), 1)))]
-        for i, env in enumerate(envs):
-            env.device.serial = f"sim-{config.collector_id}-{i}"
-    envs = list(envs)
-    if hasattr(actor, "act"):
-        act: ActFn = lambda _envs, observations: actor.act(observations, greedy=config.greedy)  # noqa: E731
-    else:
-        act = actor  # type: ignore[assignment]
-
-    rows: list[dict[str, Any]] = []
-    episodes: list[EpisodeSummary] = []
-    active: dict[int, _Episode] = {}
+        count = min(config.parallel_envs, max(len(queue), 1))
+        envs = make_sim_envs(config.env, count, serial_prefix=f"sim-{config.collector_id}")
     if reset_seeds is not None and len(reset_seeds) != len(queue):
         raise ValueError(
             f"reset_seeds has {len(reset_seeds)} entries for {len(queue)} tasks; pass one per task"
         )
-    pending = iter(zip(queue, reset_seeds if reset_seeds is not None else [None] * len(queue), strict=True))
-    failed_resets = [0] * len(envs)
-    dropped: list[str] = []
-    attempted = 0
-
-    def finish(slot: int, episode: _Episode, success: bool, error: str | None = None) -> None:
-        status = "ok" if error is None else "env_error"
-        steps = len(episode.rows)
-        if error is not None and not episode.rows:  # failed before its first step: still recorded
-            episode.rows.append(_outage_row(config, episode.episode_id, episode.task, envs[slot], error))
-        for row in episode.rows:
-            row["episode_success"] = success
-            row["episode_status"] = status
-        if episode.rows:
-            episode.rows[-1]["done"] = True
-        rows.extend(episode.rows)
-        reward = sum(r["reward"] for r in episode.rows)
-        episodes.append(
-            EpisodeSummary(episode.episode_id, episode.task.task_id, success, steps, reward, status, error)
-        )
-        active.pop(slot, None)
-
-    def start(slot: int) -> None:
-        nonlocal attempted
-        env = envs[slot]
-        for task, reset_seed in pending:
-            attempted += 1
-            # Seeded for reproducibility, but namespaced by the run: a re-run of a deployment with the
-            # same seed must not produce ids the replay would drop as duplicates.
-            episode_id = uuid.uuid5(uuid.NAMESPACE_OID, f"{config.run_id}/{rng.getrandbits(128):032x}").hex
-            try:
-                seed = rng.getrandbits(31)  # drawn even when given, so the episode ids stay the same
-                observation = env.reset(task, seed=seed if reset_seed is None else reset_seed)
-            except Exception as exc:  # a device that cannot reset: record the attempt, back off
-                error = f"reset: {type(exc).__name__}: {exc}"
-                log.warning("reset of %s for %s failed: %s", _device_id(env), task.task_id, exc)
-                finish(slot, _Episode(episode_id, task, None), False, error)  # type: ignore[arg-type]
-                failed_resets[slot] += 1
-                if failed_resets[slot] >= config.max_reset_failures:
-                    dropped.append(_device_id(env))
-                    log.error(
-                        "taking %s out of this rollout: %d resets in a row failed (last: %s); "
-                        "its remaining tasks go to the other environments",
-                        _device_id(env),
-                        failed_resets[slot],
-                        error,
-                    )
-                    return
-                time.sleep(config.reset_backoff_s * 2 ** (failed_resets[slot] - 1))
-                continue
-            failed_resets[slot] = 0
-            active[slot] = _Episode(episode_id, task, observation)
-            return
-
-    for slot in range(len(envs)):
-        start(slot)
-    while active:
-        slots = sorted(active)
-        started_at, started = datetime.now(UTC), time.perf_counter()
-        outputs = act([envs[s] for s in slots], [active[s].observation for s in slots])
-        act_latency = (time.perf_counter() - started) / len(slots)
-        for slot, output in zip(slots, outputs, strict=True):
-            episode, env = active[slot], envs[slot]
-            try:
-                result = env.step(output.action)
-            except Exception as exc:
-                log.warning("step on %s failed: %s", _device_id(env), exc)
-                finish(slot, episode, False, f"step: {type(exc).__name__}: {exc}")
-                start(slot)
-                continue
-            episode.rows.append(
-                step_row(
-                    config,
-                    episode_id=episode.episode_id,
-                    task=episode.task,
-                    observation=episode.observation,
-                    output=output,
-                    reward=result.reward,
-                    done=result.done,
-                    invalid=bool(result.info.get("invalid", False)),
-                    started_at=started_at,
-                    latency_s=act_latency + float(result.info.get("latency_s", 0.0)),
-                    device_id=_device_id(env),
-                    env_kind=_env_kind(env),
-                )
-            )
-            episode.observation = result.observation
-            if result.done:
-                finish(slot, episode, bool(result.info.get("success", False)))
-                start(slot)
-    unattempted = len(queue) - attempted
+    seeds: Sequence[int | None] = reset_seeds if reset_seeds is not None else [None] * len(queue)
+    rollout = _Rollout(config, list(envs), iter(zip(queue, seeds, strict=True)))
+    act = _as_act_fn(actor, config.greedy)
+    for slot in range(len(rollout.envs)):
+        rollout.start(slot)
+    while rollout.active:
+        rollout.step_all(act)
+    unattempted = len(queue) - rollout.attempted
     if unattempted:
         log.error(
-            "no environment left in this rollout (%s taken out): %d tasks not run", dropped, unattempted
+            "no environment left in this rollout (%s taken out): %d tasks not run",
+            rollout.dropped,
+            unattempted,
         )
-    return RolloutResult(rows, episodes, dropped, unattempted)
+    return RolloutResult(rollout.rows, rollout.episodes, rollout.dropped, unattempted)
 
 
 def expert_actor(noise: float, seed: int) -> ActFn:

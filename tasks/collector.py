@@ -21,6 +21,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, Field
 
+from distrl_core.envs.factory import make_env
 from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
 from distrl_core.envs.simdroid.device import SimDroidConfig
 from distrl_core.envs.simdroid.faults import FaultConfig
@@ -132,14 +133,14 @@ def close_collector(session_id: str) -> None:
 def _make_envs(params: CollectorParams, rng: random.Random) -> list:
     """The collector's environments, kept for its lifetime (emulators are slow to set up)."""
     if params.env_kind == "sim":
-        envs = [
-            _TaskLatencyEnv(_env_config(params, rng.getrandbits(31)), sigma=params.task_latency_sigma)
-            for _ in range(params.num_envs)
+        return [
+            _TaskLatencyEnv(
+                _env_config(params, rng.getrandbits(31), f"sim-{params.collector_id}-{i}"),
+                sigma=params.task_latency_sigma,
+            )
+            for i in range(params.num_envs)
         ]
-        for i, env in enumerate(envs):
-            env.device.serial = f"sim-{params.collector_id}-{i}"
-        return envs
-    from distrl_core.envs.adb import AdbEnv, AdbEnvConfig
+    from distrl_core.envs.adb import AdbEnvConfig
     from distrl_core.envs.adb.env import simdroid_success_check, simdroid_task_loader
     from distrl_core.evaluators.adb_checks import adb_rule_success_check
 
@@ -149,7 +150,7 @@ def _make_envs(params: CollectorParams, rng: random.Random) -> list:
         else {"success_check": adb_rule_success_check, "reset_commands": ["input keyevent KEYCODE_HOME"]}
     )
     return [
-        AdbEnv(
+        make_env(
             AdbEnvConfig(
                 host=params.adb_host, port=params.adb_port, serial=serial, screenshots=False, **hooks
             )
@@ -175,14 +176,14 @@ class _TaskLatencyEnv(SimDroidEnv):
         return super().reset(task, seed)
 
 
-def _env_config(params: CollectorParams, seed: int) -> SimDroidEnvConfig:
+def _env_config(params: CollectorParams, seed: int, serial: str) -> SimDroidEnvConfig:
     faults = FaultConfig(seed=seed)
     if params.step_latency_s > 0:
         faults = FaultConfig(
             seed=seed, latency="emulator", latency_scale_s=params.step_latency_s, latency_mode="sleep"
         )
     device = SimDroidConfig(distractor_prob=0.1, faults=faults)
-    return SimDroidEnvConfig(device=device, screenshots=False, ui_xml=False, seed=seed)
+    return SimDroidEnvConfig(device=device, screenshots=False, ui_xml=False, seed=seed, serial=serial)
 
 
 def poll_policy_version(session_id: str) -> int | None:

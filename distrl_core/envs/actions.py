@@ -14,18 +14,29 @@ and :func:`format_action` writes the canonical text back. The text format::
     open_app("Settings")     an app's display name or package
     status(complete)         complete or impossible
 
-Parsing tolerates surrounding whitespace, case in names and keywords, an ``Action:`` prefix and a
-trailing ``.`` or ``;``. Normalized coordinates are rounded to 4 decimals (0.24 px on a 2400 px
+What each kind accepts is checked in ``distrl_core.envs.action_rules``. Parsing tolerates
+surrounding whitespace, case in names and keywords, an ``Action:`` prefix and a trailing ``.`` or
+``;``. Normalized coordinates are rounded to 4 decimals (0.24 px on a 2400 px
 screen) so that the text stays short and format/parse round-trip exactly.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
-from enum import StrEnum
+
+from distrl_core.envs.action_rules import (
+    DIRECTIONS,
+    KEYCODES,
+    MAX_TEXT_CHARS,
+    STATUSES,
+    ActionKind,
+    Point,
+    has_lone_surrogate,
+    utf8_safe,
+    validate_action,
+)
 
 __all__ = [
     "COORD_DECIMALS",
@@ -41,11 +52,6 @@ __all__ = [
 ]
 
 COORD_DECIMALS = 4
-MAX_TEXT_CHARS = 1000  # longer typed text is almost surely a runaway generation
-
-KEYCODES: dict[str, int] = {"BACK": 4, "HOME": 3, "ENTER": 66}
-STATUSES = ("complete", "impossible")
-DIRECTIONS = ("up", "down", "left", "right")
 
 # Finger start/end for direction swipes: long enough to scroll a list by about half a screen, and
 # away from the edges where Android reserves gestures (notification shade, back swipe).
@@ -57,46 +63,10 @@ SWIPE_DIRECTION_POINTS: dict[str, tuple[tuple[float, float], tuple[float, float]
 }
 
 
-def has_lone_surrogate(text: str) -> bool:
-    """True when ``text`` holds half of a UTF-16 surrogate pair: it has no UTF-8 form, so neither a
-    device nor a Parquet shard can take it."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def utf8_safe(text: str) -> str:
-    """``text`` with surrogate pairs joined and lone surrogates replaced by U+FFFD."""
-    if not has_lone_surrogate(text):
-        return text
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-
-
-class ActionKind(StrEnum):
-    TAP = "tap"
-    LONG_PRESS = "long_press"
-    SWIPE = "swipe"
-    TYPE = "type"
-    KEY = "key"
-    OPEN_APP = "open_app"
-    STATUS = "status"
-    INVALID = "invalid"
-
-
-Point = tuple[float, float]
-
-
 def _round_point(point: Point) -> Point:
     x, y = point
     # "+ 0.0" turns -0.0 into 0.0 so the text never shows "-0.0".
     return (round(float(x), COORD_DECIMALS) + 0.0, round(float(y), COORD_DECIMALS) + 0.0)
-
-
-def _check_point(point: Point, what: str) -> None:
-    if len(point) != 2 or not all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in point):
-        raise ValueError(f"{what} must be two normalized coordinates in [0, 1], got {point!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,67 +99,7 @@ class Action:
             object.__setattr__(self, "point", _round_point(self.point))
         if self.end_point is not None:
             object.__setattr__(self, "end_point", _round_point(self.end_point))
-        self._validate()
-
-    def _validate(self) -> None:
-        kind = self.kind
-        fields = {
-            "index": self.index,
-            "point": self.point,
-            "end_point": self.end_point,
-            "direction": self.direction,
-            "text": self.text,
-            "key": self.key,
-            "status": self.status,
-            "raw": self.raw,
-            "reason": self.reason,
-        }
-        allowed = {
-            ActionKind.TAP: {"index", "point"},
-            ActionKind.LONG_PRESS: {"index", "point"},
-            ActionKind.SWIPE: {"point", "end_point", "direction"},
-            ActionKind.TYPE: {"text"},
-            ActionKind.KEY: {"key"},
-            ActionKind.OPEN_APP: {"text"},
-            ActionKind.STATUS: {"status"},
-            ActionKind.INVALID: {"raw", "reason"},
-        }[ActionKind(kind)]
-        extra = sorted(name for name, value in fields.items() if value is not None and name not in allowed)
-        if extra:
-            raise ValueError(f"{kind} action does not take {extra}; it takes only {sorted(allowed)}")
-        if kind in (ActionKind.TAP, ActionKind.LONG_PRESS):
-            if (self.index is None) == (self.point is None):
-                raise ValueError(f"{kind} needs exactly one of index= or point=")
-            if self.index is not None and (isinstance(self.index, bool) or self.index < 0):
-                raise ValueError(f"{kind} index must be an int >= 0, got {self.index!r}")
-            if self.point is not None:
-                _check_point(self.point, f"{kind} point")
-        elif kind is ActionKind.SWIPE:
-            if self.direction is not None:
-                if self.point is not None or self.end_point is not None:
-                    raise ValueError("swipe takes either direction= or point= and end_point=, not both")
-                if self.direction not in DIRECTIONS:
-                    raise ValueError(f"swipe direction must be one of {DIRECTIONS}, got {self.direction!r}")
-            else:
-                if self.point is None or self.end_point is None:
-                    raise ValueError("swipe needs direction= or both point= and end_point=")
-                _check_point(self.point, "swipe start")
-                _check_point(self.end_point, "swipe end")
-        elif kind in (ActionKind.TYPE, ActionKind.OPEN_APP):
-            if not isinstance(self.text, str) or not self.text or len(self.text) > MAX_TEXT_CHARS:
-                raise ValueError(f"{kind} needs text= of 1..{MAX_TEXT_CHARS} characters")
-            if has_lone_surrogate(self.text):
-                raise ValueError(f"{kind} text contains a lone UTF-16 surrogate; it has no UTF-8 form")
-            if kind is ActionKind.OPEN_APP and not self.text.strip():
-                raise ValueError("open_app needs a non-blank app name")
-        elif kind is ActionKind.KEY:
-            if self.key not in KEYCODES:
-                raise ValueError(f"key must be one of {sorted(KEYCODES)}, got {self.key!r}")
-        elif kind is ActionKind.STATUS:
-            if self.status not in STATUSES:
-                raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
-        elif kind is ActionKind.INVALID and (self.raw is None or self.reason is None):
-            raise ValueError("invalid action needs raw= (the text) and reason=")
+        validate_action(self)
 
     # -- constructors -------------------------------------------------------------------------
     @classmethod
@@ -265,12 +175,15 @@ def format_action(action: Action) -> str:
     """
     kind = action.kind
     if kind in (ActionKind.TAP, ActionKind.LONG_PRESS):
-        arg = str(action.index) if action.index is not None else _fmt_point(action.point)  # type: ignore[arg-type]
-        return f"{kind.value}({arg})"
+        if action.index is not None:
+            return f"{kind.value}({action.index})"
+        assert action.point is not None  # validated: a tap without an index has a point
+        return f"{kind.value}({_fmt_point(action.point)})"
     if kind is ActionKind.SWIPE:
         if action.direction is not None:
             return f"swipe({action.direction})"
-        return f"swipe({_fmt_point(action.point)},{_fmt_point(action.end_point)})"  # type: ignore[arg-type]
+        start, end = swipe_endpoints(action)
+        return f"swipe({_fmt_point(start)},{_fmt_point(end)})"
     if kind in (ActionKind.TYPE, ActionKind.OPEN_APP):
         return f"{kind.value}({json.dumps(action.text, ensure_ascii=False)})"
     if kind is ActionKind.KEY:
@@ -344,25 +257,22 @@ def _parse_swipe(args: str, raw: str) -> Action:
     return Action.swipe(start=(numbers[0], numbers[1]), end=(numbers[2], numbers[3]))
 
 
-def _parse_call(name: str, args: str, raw: str) -> Action:
-    kind = _NAMES.get(name.lower())
-    if kind is None:
-        return Action.invalid(raw, f"unknown action {name!r}; expected one of {sorted(_NAMES)}")
-    args = args.strip()
-    if kind in (ActionKind.TAP, ActionKind.LONG_PRESS):
-        return _parse_target(kind, args, raw)
-    if kind is ActionKind.SWIPE:
-        return _parse_swipe(args, raw)
-    if kind is ActionKind.KEY:
-        key = args.upper().removeprefix("KEYCODE_")
-        if key in KEYCODES:
-            return Action.press(key)
-        return Action.invalid(raw, f"key must be one of {sorted(KEYCODES)}")
-    if kind is ActionKind.STATUS:
-        status = args.lower()
-        if status in STATUSES:
-            return Action(ActionKind.STATUS, status=status)
-        return Action.invalid(raw, f"status must be one of {STATUSES}")
+def _parse_key(args: str, raw: str) -> Action:
+    key = args.upper().removeprefix("KEYCODE_")
+    if key in KEYCODES:
+        return Action.press(key)
+    return Action.invalid(raw, f"key must be one of {sorted(KEYCODES)}")
+
+
+def _parse_status(args: str, raw: str) -> Action:
+    status = args.lower()
+    if status in STATUSES:
+        return Action(ActionKind.STATUS, status=status)
+    return Action.invalid(raw, f"status must be one of {STATUSES}")
+
+
+def _parse_text(kind: ActionKind, args: str, raw: str) -> Action:
+    """type/open_app: one double-quoted string (open_app also takes a bare app name)."""
     text = _parse_string_literal(args)
     if text is None and kind is ActionKind.OPEN_APP and _BARE_NAME.match(args):
         text = args  # models often drop the quotes around an app name; unambiguous here
@@ -375,6 +285,22 @@ def _parse_call(name: str, args: str, raw: str) -> Action:
     if has_lone_surrogate(text):
         return Action.invalid(raw, f"{kind.value} text contains a lone UTF-16 surrogate (half an emoji)")
     return Action(kind, text=text)
+
+
+def _parse_call(name: str, args: str, raw: str) -> Action:
+    kind = _NAMES.get(name.lower())
+    if kind is None:
+        return Action.invalid(raw, f"unknown action {name!r}; expected one of {sorted(_NAMES)}")
+    args = args.strip()
+    if kind in (ActionKind.TAP, ActionKind.LONG_PRESS):
+        return _parse_target(kind, args, raw)
+    if kind is ActionKind.SWIPE:
+        return _parse_swipe(args, raw)
+    if kind is ActionKind.KEY:
+        return _parse_key(args, raw)
+    if kind is ActionKind.STATUS:
+        return _parse_status(args, raw)
+    return _parse_text(kind, args, raw)
 
 
 def parse_action(text: object) -> Action:
@@ -409,4 +335,5 @@ def swipe_endpoints(action: Action) -> tuple[Point, Point]:
         raise ValueError(f"swipe_endpoints needs a swipe action, got {action.kind}")
     if action.direction is not None:
         return SWIPE_DIRECTION_POINTS[action.direction]
-    return action.point, action.end_point  # type: ignore[return-value]
+    assert action.point is not None and action.end_point is not None  # validated on construction
+    return action.point, action.end_point

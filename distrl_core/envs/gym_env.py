@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import string
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +40,8 @@ def observation_text(obs: Observation, max_chars: int = 8192) -> str:
 
 
 class SimDroidGymEnv(gym.Env):
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"]}
+    # gymnasium declares metadata an instance attribute (so no ClassVar), and reads it off the class
+    metadata: dict[str, Any] = {"render_modes": ["rgb_array"]}  # noqa: RUF012
 
     def __init__(
         self,
@@ -79,7 +80,7 @@ class SimDroidGymEnv(gym.Env):
         result = self.env.step(action)
         self._last = result.observation
         # wall-clock latency is left out so that equal seeds and actions give equal infos
-        info = {k: v for k, v in result.info.items() if k != "latency_s"}
+        info = {k: v for k, v in result.info.as_dict().items() if k != "latency_s"}
         info["observation"] = result.observation
         terminated = result.done and not result.truncated
         text = observation_text(result.observation, self.max_observation_chars)

@@ -11,18 +11,13 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar, TypeVar
 
-from distrl_core.envs.actions import (
-    Action,
-    ActionKind,
-    format_action,
-    parse_action,
-    swipe_endpoints,
-    to_pixels,
-)
-from distrl_core.envs.observation import Observation, compact_tree, elements_to_xml
+from distrl_core.envs.actions import Action, ActionKind, parse_action, swipe_endpoints, to_pixels
+from distrl_core.envs.observation import Observation, UIElement, compact_tree, elements_to_xml
+from distrl_core.envs.protocol import EpisodeRules, EpisodicEnv, StepResult
 from distrl_core.envs.simdroid.catalog import find_app
 from distrl_core.envs.simdroid.device import DeviceOffline, ResetFailed, SimDroid, SimDroidConfig
 from distrl_core.envs.simdroid.render import solid_png
@@ -31,6 +26,7 @@ from distrl_core.envs.simdroid.tasks import FAMILIES, SPLITS, Task, get_task, lo
 __all__ = ["SimDroidEnv", "SimDroidEnvConfig", "StepResult"]
 
 _PNG_END = b"IEND\xaeB`\x82"
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -51,6 +47,7 @@ class SimDroidEnvConfig:
       retry the call instead of raising DeviceOffline.
     - ``screenshot_retries``: re-captures of a corrupt (truncated/blank) screenshot; if all fail,
       the last frame is returned with ``observation.extras["screenshot_ok"] = False``.
+    - ``serial``: the device's serial (what rollout rows record as ``device_id``).
     """
 
     device: SimDroidConfig = field(default_factory=lambda: SimDroidConfig(distractor_prob=0.1))
@@ -66,6 +63,7 @@ class SimDroidEnvConfig:
     wait_offline: bool = True
     offline_timeout_s: float = 30.0
     screenshot_retries: int = 5
+    serial: str = "emulator-5554"
 
     def __post_init__(self) -> None:
         if self.family is not None and self.family not in FAMILIES:
@@ -80,29 +78,33 @@ class SimDroidEnvConfig:
             raise ValueError("SimDroidEnvConfig retries and offline_timeout_s must be >= 0")
 
 
-@dataclass
-class StepResult:
-    observation: Observation
-    reward: float
-    done: bool
-    info: dict[str, Any]
-    truncated: bool = False  # ended by the horizon rather than by success or a status action
+class SimDroidEnv(EpisodicEnv):
+    """The ``Environment`` over a SimDroid.
 
+    Example::
 
-class SimDroidEnv:
+        env = SimDroidEnv(SimDroidEnvConfig(family="general", screenshots=False, serial="sim-c0-0"))
+        observation = env.reset()  # a task sampled from the pool; or reset("general-train-0000")
+        result = env.step(expert_action(env, env.task))
+        result.info.success, result.info.virtual_latency_s
+    """
+
+    kind: ClassVar[str] = "sim"
+
     def __init__(self, config: SimDroidEnvConfig | None = None, device: SimDroid | None = None) -> None:
+        super().__init__()
         self.config = config or SimDroidEnvConfig()
-        self.device = device or SimDroid(self.config.device)
+        self.device = device or SimDroid(self.config.device, serial=self.config.serial)
         self._rng = random.Random(self.config.seed)
         self._pool = load_tasks(self.config.family, self.config.split)
-        self.task: Task | None = None
-        self.step_count = 0
-        self.history: list[str] = []
-        self.done = True
         self.offline_waits = 0
 
+    @property
+    def serial(self) -> str:
+        return self.device.serial
+
     # -- plumbing ----------------------------------------------------------------------------
-    def _call(self, fn, *args):
+    def _call(self, fn: Callable[..., _T], *args: object) -> _T:
         """Run a device call, waiting out an outage when configured to."""
         deadline = time.monotonic() + self.config.offline_timeout_s
         while True:
@@ -159,13 +161,10 @@ class SimDroidEnv:
             except ResetFailed:
                 if attempt == self.config.reset_retries:
                     raise
-        self.task = task
-        self.step_count = 0
-        self.history = []
-        self.done = False
+        self._begin(task)
         return self._observe()
 
-    def _execute(self, action: Action, elements: list) -> str | None:
+    def _execute(self, action: Action, elements: list[UIElement]) -> str | None:
         """Perform a valid action on the device; returns why it could not be performed, if so."""
         device = self.device
         kind = action.kind
@@ -175,7 +174,8 @@ class SimDroidEnv:
                     return f"element index {action.index} is not on screen ({len(elements)} elements)"
                 x, y = elements[action.index].center
             else:
-                x, y = to_pixels(action.point, device.size)  # type: ignore[arg-type]
+                assert action.point is not None  # a valid tap without an index has a point
+                x, y = to_pixels(action.point, device.size)
             self._call(device.tap if kind is ActionKind.TAP else device.long_press, x, y)
         elif kind is ActionKind.SWIPE:
             start, end = swipe_endpoints(action)
@@ -192,8 +192,7 @@ class SimDroidEnv:
         return None
 
     def step(self, action: Action | str) -> StepResult:
-        if self.done or self.task is None:
-            raise RuntimeError("the episode is over (or never started): call reset() first")
+        task = self._running_task()
         if isinstance(action, str):
             action = parse_action(action)
         started, virtual_before = time.perf_counter(), self.device.virtual_time_s
@@ -201,28 +200,20 @@ class SimDroidEnv:
         if action.is_valid:
             elements = self._call(self.device.elements) if action.index is not None else []
             invalid_reason = self._execute(action, elements)
-        invalid = invalid_reason is not None
-        self.step_count += 1
-        self.history.append(format_action(action))
-        success = self.device.is_successful(self.task)
-        is_status = action.kind is ActionKind.STATUS
-        terminated = (success and self.config.end_on_success) or (is_status and self.config.end_on_status)
-        truncated = not terminated and self.step_count >= self.task.horizon
-        self.done = terminated or truncated
-        reward = (1.0 if success else 0.0) if self.done else 0.0
-        if invalid:
-            reward += self.config.invalid_action_penalty
+        rules = EpisodeRules(
+            task.horizon,
+            self.config.invalid_action_penalty,
+            self.config.end_on_success,
+            self.config.end_on_status,
+        )
+        outcome = self._record(
+            action, success=self.device.is_successful(task), invalid_reason=invalid_reason, rules=rules
+        )
         observation = self._observe()  # part of the step's latency, as on a real device
-        info = {
-            "success": success,
-            "invalid": invalid,
-            "invalid_reason": invalid_reason,
-            "action": format_action(action),
-            "task_id": self.task.task_id,
-            "step": self.step_count,
-            "truncated": truncated,
-            "latency_s": time.perf_counter() - started,
-            "virtual_latency_s": self.device.virtual_time_s - virtual_before,
-            "offline_waits": self.offline_waits,
-        }
-        return StepResult(observation, reward, self.done, info, truncated)
+        info = outcome.info(
+            time.perf_counter() - started,
+            virtual_latency_s=self.device.virtual_time_s - virtual_before,
+            offline_waits=self.offline_waits,
+            serial=self.serial,
+        )
+        return StepResult(observation, outcome.reward, outcome.done, info, outcome.truncated)

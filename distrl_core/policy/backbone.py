@@ -15,7 +15,7 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 import torch
 from torch import nn
@@ -24,6 +24,7 @@ from distrl_core.policy.config import LoraSettings, PolicyConfig, TinyModelConfi
 
 __all__ = [
     "HASH_METHOD",
+    "HFModel",
     "apply_lora",
     "build_tiny_encoder",
     "build_tiny_model",
@@ -33,6 +34,20 @@ __all__ = [
     "load_pretrained",
     "resolve_checkpoint_dir",
 ]
+
+
+class HFModel(Protocol):
+    """What the policy uses of a Hugging Face model beyond ``nn.Module`` (PEFT wrappers forward it)."""
+
+    def get_input_embeddings(self) -> nn.Embedding: ...
+
+    def save_pretrained(self, save_directory: str | os.PathLike[str]) -> Any: ...
+
+
+def hf(model: nn.Module) -> HFModel:
+    """``model`` seen as a Hugging Face model: ``nn.Module``'s typing cannot say these methods exist."""
+    return cast(HFModel, model)
+
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".json", ".model", ".txt")
 

@@ -17,38 +17,32 @@ from __future__ import annotations
 import inspect
 import io
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 
 from distrl_core.algos.entropy import token_entropy
 from distrl_core.envs.actions import parse_action
 from distrl_core.envs.observation import Observation
+from distrl_core.policy.parts import ActingParts
 from distrl_core.policy.prompt import generative_prompt, last_actions
 from distrl_core.policy.types import ActOutput, StepInput
 
-if TYPE_CHECKING:
-    from distrl_core.policy.model import Policy
-
-__all__ = ["act_generative", "evaluate_generative"]
+__all__ = ["act_generative", "evaluate_generative", "stop_ids"]
 
 
-def _stop_ids(policy: Policy) -> set[int]:
-    """EOS and every token whose text holds a newline (computed once per policy: a scan of the vocabulary)."""
-    cached = getattr(policy, "_generation_stops", None)
-    if cached is not None:
-        return cached
-    tokenizer = policy.tokenizer
+def stop_ids(tokenizer: Any) -> frozenset[int]:
+    """EOS and every token whose text holds a newline (a scan of the vocabulary: the policy keeps
+    the result, see ``Policy.generation_stops``)."""
     stops = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
     vocab = tokenizer.get_vocab()
     stops |= {i for token, i in vocab.items() if "\n" in tokenizer.convert_tokens_to_string([token])}
-    policy._generation_stops = stops
-    return stops
+    return frozenset(stops)
 
 
-def _suppressed(policy: Policy) -> list[int]:
+def _suppressed(parts: ActingParts) -> list[int]:
     # Special tokens other than EOS would vanish from the decoded text and break re-scoring.
-    tokenizer = policy.tokenizer
+    tokenizer = parts.tokenizer
     return sorted({i for i in tokenizer.all_special_ids if i != tokenizer.eos_token_id})
 
 
@@ -66,12 +60,12 @@ def _with_image(processor, text: str) -> str:
 
 
 def _prompt_inputs(
-    policy: Policy, instruction: str, ui_text: str, history: Sequence[str], screenshot: bytes | None
+    parts: ActingParts, instruction: str, ui_text: str, history: Sequence[str], screenshot: bytes | None
 ) -> dict[str, torch.Tensor]:
     """Model inputs of one prompt (batch of 1): input_ids, plus pixel_values etc. for vision."""
-    text = generative_prompt(instruction, ui_text, last_actions(history, policy.config.history))
-    if policy.processor is None:
-        return {"input_ids": policy.tokenizer(text, return_tensors="pt")["input_ids"]}
+    text = generative_prompt(instruction, ui_text, last_actions(history, parts.config.history))
+    if parts.processor is None:
+        return {"input_ids": parts.tokenizer(text, return_tensors="pt")["input_ids"]}
     if screenshot is None:
         raise ValueError(
             "this vision policy needs the step's screenshot; run the environment with screenshots on "
@@ -80,16 +74,14 @@ def _prompt_inputs(
     from PIL import Image
 
     image = Image.open(io.BytesIO(screenshot)).convert("RGB")
-    encoded = policy.processor(
-        text=[_with_image(policy.processor, text)], images=[image], return_tensors="pt"
-    )
+    encoded = parts.processor(text=[_with_image(parts.processor, text)], images=[image], return_tensors="pt")
     return {key: value for key, value in encoded.items() if isinstance(value, torch.Tensor)}
 
 
-def _instruction_end(policy: Policy, ids: list[int], instruction: str, fallback: int) -> int:
+def _instruction_end(parts: ActingParts, ids: list[int], instruction: str, fallback: int) -> int:
     """Position of the instruction's last token (what the trajectory critic reads), found by
     searching its tokens in the prompt; ``fallback`` when a tokenizer merges it with its context."""
-    needle = policy.tokenizer(f"task: {instruction}", add_special_tokens=False)["input_ids"]
+    needle = parts.tokenizer(f"task: {instruction}", add_special_tokens=False)["input_ids"]
     for start in range(len(ids) - len(needle) + 1):
         if ids[start : start + len(needle)] == needle:
             return start + len(needle) - 1
@@ -98,15 +90,22 @@ def _instruction_end(policy: Policy, ids: list[int], instruction: str, fallback:
 
 @torch.no_grad()
 def act_generative(
-    policy: Policy, observations: Sequence[Observation], *, greedy: bool, generator: torch.Generator
+    parts: ActingParts,
+    observations: Sequence[Observation],
+    *,
+    greedy: bool,
+    generator: torch.Generator,
+    stops: frozenset[int],
 ) -> list[ActOutput]:
-    tokenizer, device, temperature = policy.tokenizer, policy.device, policy.config.temperature
-    stops, suppressed = _stop_ids(policy), _suppressed(policy)
-    cache_arg = _cache_argument(policy.model)
+    """Sample (or, ``greedy``, take the argmax of) each observation's action text, token by token,
+    until a token of ``stops`` (see ``stop_ids``) or ``max_new_tokens``."""
+    tokenizer, device, temperature = parts.tokenizer, parts.device, parts.config.temperature
+    suppressed = _suppressed(parts)
+    cache_arg = _cache_argument(parts.model)
     outputs = []
     for observation in observations:  # one at a time: no padding, so log-probs match re-scoring
         inputs = _prompt_inputs(
-            policy,
+            parts,
             observation.instruction,
             observation.ui_text,
             observation.previous_actions,
@@ -115,8 +114,8 @@ def act_generative(
         model_inputs = {key: value.to(device) for key, value in inputs.items()}
         emitted: list[int] = []
         logprob, entropy = 0.0, 0.0
-        for _ in range(policy.config.max_new_tokens):
-            out = policy.model(**model_inputs, use_cache=True)
+        for _ in range(parts.config.max_new_tokens):
+            out = parts.model(**model_inputs, use_cache=True)
             logits = out.logits[0, -1].float() / temperature
             if suppressed:
                 logits[suppressed] = float("-inf")
@@ -150,7 +149,7 @@ def act_generative(
         StepInput(o.instruction, o.ui_text, "", history=o.previous_actions, screenshot_png=o.screenshot_png)
         for o in observations
     ]
-    values = evaluate_generative(policy, steps, with_actions=False)["values"].tolist()
+    values = evaluate_generative(parts, steps, with_actions=False)["values"].tolist()
     return [
         ActOutput(o.raw_text, o.action, o.logprob, o.token_count, o.entropy, float(v), o.extras)
         for o, v in zip(outputs, values, strict=True)
@@ -158,14 +157,14 @@ def act_generative(
 
 
 def evaluate_generative(
-    policy: Policy, steps: Sequence[StepInput], *, with_actions: bool = True
+    parts: ActingParts, steps: Sequence[StepInput], *, with_actions: bool = True
 ) -> dict[str, torch.Tensor]:
     """Flat (N,) log π of each stored output (sum over its tokens), entropy, V(s), trajectory logit."""
-    tokenizer, device = policy.tokenizer, policy.device
+    tokenizer, device = parts.tokenizer, parts.device
     sequences, prompt_lengths, instruction_ends, extras = [], [], [], []
     for step in steps:
         inputs = _prompt_inputs(
-            policy, step.instruction, step.observation_text, step.history, step.screenshot_png
+            parts, step.instruction, step.observation_text, step.history, step.screenshot_png
         )
         prompt_ids = inputs.pop("input_ids")[0].tolist()
         inputs.pop("attention_mask", None)
@@ -175,7 +174,7 @@ def evaluate_generative(
             action_ids = [*action_ids, tokenizer.eos_token_id]
         sequences.append(prompt_ids + action_ids)
         prompt_lengths.append(len(prompt_ids))
-        instruction_ends.append(_instruction_end(policy, prompt_ids, step.instruction, len(prompt_ids) - 1))
+        instruction_ends.append(_instruction_end(parts, prompt_ids, step.instruction, len(prompt_ids) - 1))
     width = max(len(s) for s in sequences)
     ids = torch.full((len(steps), width), tokenizer.pad_token_id or 0, dtype=torch.long)
     attention = torch.zeros_like(ids)
@@ -184,9 +183,9 @@ def evaluate_generative(
         attention[i, : len(seq)] = 1
     ids, attention = ids.to(device), attention.to(device)
     stacked = {key: torch.cat([e[key] for e in extras]).to(device) for key in (extras[0] if extras else {})}
-    out = policy.model(input_ids=ids, attention_mask=attention, output_hidden_states=True, **stacked)
-    logits = out.logits[:, :-1].float() / policy.config.temperature  # position t predicts token t+1
-    suppressed = _suppressed(policy)
+    out = parts.model(input_ids=ids, attention_mask=attention, output_hidden_states=True, **stacked)
+    logits = out.logits[:, :-1].float() / parts.config.temperature  # position t predicts token t+1
+    suppressed = _suppressed(parts)
     if suppressed:
         logits[..., suppressed] = float("-inf")
     targets = ids[:, 1:]
@@ -198,10 +197,10 @@ def evaluate_generative(
     logp = torch.where(action_mask, token_logp, torch.zeros_like(token_logp)).sum(dim=1)
     entropy = token_entropy(logits, action_mask.float())
     hidden = out.hidden_states[-1].float()
-    critic_hidden = policy.heads.critic_states(ids, None, attention, hidden, policy.config.critic)
+    critic_hidden = parts.heads.critic_states(ids, None, attention, hidden, parts.config.critic)
     rows = torch.arange(len(steps), device=device)
-    values = policy.heads.state_value(critic_hidden[rows, prompt - 1])
-    traj = policy.heads.trajectory_logit(critic_hidden[rows, torch.tensor(instruction_ends, device=device)])
+    values = parts.heads.state_value(critic_hidden[rows, prompt - 1])
+    traj = parts.heads.trajectory_logit(critic_hidden[rows, torch.tensor(instruction_ends, device=device)])
     return {
         "logp": logp,
         "entropy": entropy,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from distrl_core.policy.backbone import hf
 from distrl_core.policy.tokenizer import FLAG_INSTRUCTION_MATCHED
 
 __all__ = ["PolicyHeads"]
@@ -47,7 +48,7 @@ class PolicyHeads(nn.Module):
         critic_size = hidden_size
         self.critic_match = None
         if critic_encoder is not None:
-            critic_size = critic_encoder.get_input_embeddings().embedding_dim
+            critic_size = hf(critic_encoder).get_input_embeddings().embedding_dim
             self.critic_match = _match_embedding(critic_size) if match_features else None
         self.value = _mlp(critic_size, critic_size)
         self.trajectory = _mlp(critic_size, critic_size)
@@ -73,7 +74,7 @@ class PolicyHeads(nn.Module):
     ) -> torch.Tensor:  # (N, L, D_critic)
         if self.critic_encoder is None:
             return actor_hidden if mode == "shared" else actor_hidden.detach()
-        inputs = self.critic_encoder.get_input_embeddings()(ids)
+        inputs = hf(self.critic_encoder).get_input_embeddings()(ids)
         if self.critic_match is not None and flags is not None:
             inputs = inputs + self.critic_match(flags).to(inputs.dtype)
         return self.critic_encoder(inputs_embeds=inputs, attention_mask=attention).last_hidden_state.float()

@@ -20,11 +20,13 @@ from distrl_core.policy.backbone import (
     build_tiny_model,
     hash_checkpoint_files,
     hash_state_dict,
+    hf,
     load_pretrained,
     resolve_checkpoint_dir,
 )
 from distrl_core.policy.config import PolicyConfig
 from distrl_core.policy.heads import PolicyHeads
+from distrl_core.policy.parts import ActingParts
 from distrl_core.policy.prompt import PROMPT_WORDS, EncodedStep, encode_scoring_step, last_actions
 from distrl_core.policy.tokenizer import build_word_tokenizer, simdroid_corpus
 from distrl_core.policy.types import ActOutput, EvalOutput, StepInput
@@ -45,10 +47,18 @@ class BaseInfo:
 class StepLayout(Protocol):
     """How flat steps sit in a padded (B, T) batch (implemented by learner.batch.StepBatch)."""
 
-    steps: Sequence[StepInput]
-    shape: tuple[int, int]
-    flat_index: torch.Tensor  # (N,) position of each step in the flattened (B*T) batch
-    row_first: torch.Tensor  # (B,) index into ``steps`` of each row's first step
+    # Read-only members, so a batch holding a list (or any sequence) of steps fits.
+    @property
+    def steps(self) -> Sequence[StepInput]: ...
+
+    @property
+    def shape(self) -> tuple[int, int]: ...
+
+    @property
+    def flat_index(self) -> torch.Tensor: ...  # (N,) position of each step in the flattened (B*T) batch
+
+    @property
+    def row_first(self) -> torch.Tensor: ...  # (B,) index into ``steps`` of each row's first step
 
 
 @functools.cache
@@ -69,7 +79,7 @@ def build_heads(config: PolicyConfig, model: nn.Module, tokenizer: Any) -> Polic
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.tiny.seed + 1)
         return PolicyHeads(
-            model.get_input_embeddings().embedding_dim,
+            hf(model).get_input_embeddings().embedding_dim,
             match_features=config.match_features and config.mode == "scoring",
             critic_encoder=critic_encoder,
         )
@@ -179,6 +189,25 @@ class Policy:
         self.heads.load_state_dict(state["heads"])
 
     # ----- acting and evaluating ------------------------------------------------------------------
+    def parts(self) -> ActingParts:
+        """What the acting modes read (networks, tokenizer, settings), as of now."""
+        return ActingParts(
+            config=self.config,
+            model=self.model,
+            heads=self.heads,
+            tokenizer=self.tokenizer,
+            device=self.device,
+            encode=self.encode,
+            processor=self.processor,
+            word_dropout=self.word_dropout,
+            dropout_token_id=self.dropout_token_id,
+        )
+
+    @functools.cached_property
+    def generation_stops(self) -> frozenset[int]:
+        """The tokens that end a generated action (computed on first use: a vocabulary scan)."""
+        return generative.stop_ids(self.tokenizer)
+
     def _encode_uncached(self, instruction: str, ui_text: str, history: tuple[str, ...]) -> EncodedStep:
         return encode_scoring_step(
             self.tokenizer,
@@ -200,16 +229,24 @@ class Policy:
         self.eval()
         try:
             if self.config.mode == "scoring":
-                return scoring.act_scoring(self, observations, greedy=greedy, generator=self.generator)
-            return generative.act_generative(self, observations, greedy=greedy, generator=self.generator)
+                return scoring.act_scoring(
+                    self.parts(), observations, greedy=greedy, generator=self.generator
+                )
+            return generative.act_generative(
+                self.parts(),
+                observations,
+                greedy=greedy,
+                generator=self.generator,
+                stops=self.generation_stops,
+            )
         finally:
             self.train(was_training)
 
     def evaluate_steps(self, steps: Sequence[StepInput]) -> dict[str, torch.Tensor]:
         """Flat (N,) log π, entropy, values, trajectory logits and ``known`` for stored steps."""
         if self.config.mode == "scoring":
-            return scoring.evaluate_scoring(self, steps)
-        return generative.evaluate_generative(self, steps)
+            return scoring.evaluate_scoring(self.parts(), steps)
+        return generative.evaluate_generative(self.parts(), steps)
 
     def evaluate(self, batch: StepLayout) -> EvalOutput:
         """The learner's pass over a padded batch: log π (B, T), entropy (B, T), values (B, T),

@@ -10,18 +10,16 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
 from distrl_core.algos.entropy import candidate_entropy, candidate_log_probs
 from distrl_core.envs.observation import Observation
+from distrl_core.policy.backbone import hf
+from distrl_core.policy.parts import ActingParts
 from distrl_core.policy.prompt import EncodedStep
 from distrl_core.policy.tokenizer import FLAG_INSTRUCTION_MATCHED, FLAG_MATCH
 from distrl_core.policy.types import ActOutput, StepInput
-
-if TYPE_CHECKING:
-    from distrl_core.policy.model import Policy
 
 __all__ = ["ScoredSteps", "act_scoring", "dropout_token_id", "evaluate_scoring", "score_steps"]
 
@@ -65,37 +63,37 @@ def dropout_token_id(tokenizer) -> int | None:
     return None
 
 
-def _drop_mask(policy: Policy, ids: torch.Tensor, flags: torch.Tensor) -> torch.Tensor | None:
+def _drop_mask(parts: ActingParts, ids: torch.Tensor, flags: torch.Tensor) -> torch.Tensor | None:
     """Training-time word dropout: words shared by the instruction and the screen (entities) are
     dropped with probability ``entity``, other words with ``other``, so the model learns to ground
     by the match flags rather than by memorising which entity goes with which words."""
-    entity, other = policy.word_dropout
-    if not policy.model.training or (entity <= 0 and other <= 0):
+    entity, other = parts.word_dropout
+    if not parts.model.training or (entity <= 0 and other <= 0):
         return None
     shared = (flags == FLAG_MATCH) | (flags == FLAG_INSTRUCTION_MATCHED)
     probability = torch.where(shared, torch.full_like(ids, 0, dtype=torch.float) + entity, other)
     return torch.rand(ids.shape, device=ids.device) < probability
 
 
-def _embed_with_dropout(policy: Policy, ids: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
+def _embed_with_dropout(parts: ActingParts, ids: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
     """Input embeddings; dropped words become the dropout token (see ``dropout_token_id``), or a
     zero embedding (no content, position kept) when the tokenizer has no such token."""
-    embed = policy.model.get_input_embeddings()
-    drop = _drop_mask(policy, ids, flags)
+    embed = hf(parts.model).get_input_embeddings()
+    drop = _drop_mask(parts, ids, flags)
     if drop is None:
         return embed(ids)
-    token_id = policy.dropout_token_id
+    token_id = parts.dropout_token_id
     if token_id is not None:
         return embed(torch.where(drop, torch.full_like(ids, token_id), ids))
     inputs = embed(ids)
     return inputs * (~drop)[..., None].to(inputs.dtype)
 
 
-def _hidden_states(policy: Policy, ids: torch.Tensor, flags: torch.Tensor, attention: torch.Tensor):
-    inputs = _embed_with_dropout(policy, ids, flags)
-    if policy.heads.match is not None:
-        inputs = inputs + policy.heads.match(flags).to(inputs.dtype)
-    output = policy.model(
+def _hidden_states(parts: ActingParts, ids: torch.Tensor, flags: torch.Tensor, attention: torch.Tensor):
+    inputs = _embed_with_dropout(parts, ids, flags)
+    if parts.heads.match is not None:
+        inputs = inputs + parts.heads.match(flags).to(inputs.dtype)
+    output = parts.model(
         inputs_embeds=inputs, attention_mask=attention, output_hidden_states=True, logits_to_keep=1
     )
     return output.hidden_states[-1]
@@ -107,25 +105,25 @@ def _hidden_states(policy: Policy, ids: torch.Tensor, flags: torch.Tensor, atten
 LENGTH_BUCKET = 32
 
 
-def score_steps(policy: Policy, encoded: Sequence[EncodedStep]) -> ScoredSteps:
+def score_steps(parts: ActingParts, encoded: Sequence[EncodedStep]) -> ScoredSteps:
     """Forward a batch of encoded prompts; gradients flow unless the caller disables them."""
     if len(encoded) <= LENGTH_BUCKET:
-        return _score_padded(policy, encoded)
+        return _score_padded(parts, encoded)
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].input_ids))
-    parts = [
-        _score_padded(policy, [encoded[i] for i in order[start : start + LENGTH_BUCKET]])
+    chunks = [
+        _score_padded(parts, [encoded[i] for i in order[start : start + LENGTH_BUCKET]])
         for start in range(0, len(order), LENGTH_BUCKET)
     ]
-    width = max(part.cand_mask.shape[1] for part in parts)
+    width = max(chunk.cand_mask.shape[1] for chunk in chunks)
 
     def cat(name: str, fill: float | bool) -> torch.Tensor:
-        tensors = [getattr(part, name) for part in parts]
+        tensors = [getattr(chunk, name) for chunk in chunks]
         if tensors[0].dim() == 2:
             tensors = [torch.nn.functional.pad(t, (0, width - t.shape[1]), value=fill) for t in tensors]
         return torch.cat(tensors)[inverse]
 
-    inverse = torch.empty(len(order), dtype=torch.long, device=policy.device)
-    inverse[torch.tensor(order, device=policy.device)] = torch.arange(len(order), device=policy.device)
+    inverse = torch.empty(len(order), dtype=torch.long, device=parts.device)
+    inverse[torch.tensor(order, device=parts.device)] = torch.arange(len(order), device=parts.device)
     return ScoredSteps(
         log_probs=cat("log_probs", float("-inf")),
         entropy=cat("entropy", 0.0),
@@ -136,13 +134,13 @@ def score_steps(policy: Policy, encoded: Sequence[EncodedStep]) -> ScoredSteps:
     )
 
 
-def _score_padded(policy: Policy, encoded: Sequence[EncodedStep]) -> ScoredSteps:
-    device = policy.device
-    ids = _pad([e.input_ids for e in encoded], policy.tokenizer.pad_token_id or 0, device)
+def _score_padded(parts: ActingParts, encoded: Sequence[EncodedStep]) -> ScoredSteps:
+    device = parts.device
+    ids = _pad([e.input_ids for e in encoded], parts.tokenizer.pad_token_id or 0, device)
     flags = _pad([e.flags for e in encoded], 0, device)
     lengths = torch.tensor([len(e.input_ids) for e in encoded], device=device)
     attention = (torch.arange(ids.shape[1], device=device)[None, :] < lengths[:, None]).long()
-    hidden = _hidden_states(policy, ids, flags, attention).float()  # (N, L, D)
+    hidden = _hidden_states(parts, ids, flags, attention).float()  # (N, L, D)
 
     width = max(len(e.spans) for e in encoded)
     starts = torch.zeros(len(encoded), width, dtype=torch.long)
@@ -156,13 +154,13 @@ def _score_padded(policy: Policy, encoded: Sequence[EncodedStep]) -> ScoredSteps
         torch.arange(width, device=device)[None, :]
         < torch.tensor([len(e.spans) for e in encoded], device=device)[:, None]
     )
-    scores = policy.heads.candidate_scores(hidden, starts, ends) / policy.config.temperature
+    scores = parts.heads.candidate_scores(hidden, starts, ends) / parts.config.temperature
 
     rows = torch.arange(len(encoded), device=device)
-    critic_hidden = policy.heads.critic_states(ids, flags, attention, hidden, policy.config.critic)
-    values = policy.heads.state_value(critic_hidden[rows, lengths - 1])
+    critic_hidden = parts.heads.critic_states(ids, flags, attention, hidden, parts.config.critic)
+    values = parts.heads.state_value(critic_hidden[rows, lengths - 1])
     instruction_end = torch.tensor([e.instruction_end for e in encoded], device=device)
-    traj_logits = policy.heads.trajectory_logit(critic_hidden[rows, instruction_end])
+    traj_logits = parts.heads.trajectory_logit(critic_hidden[rows, instruction_end])
     return ScoredSteps(
         log_probs=candidate_log_probs(scores, cand_mask),
         entropy=candidate_entropy(scores, cand_mask),
@@ -175,10 +173,10 @@ def _score_padded(policy: Policy, encoded: Sequence[EncodedStep]) -> ScoredSteps
 
 @torch.no_grad()
 def act_scoring(
-    policy: Policy, observations: Sequence[Observation], *, greedy: bool, generator: torch.Generator
+    parts: ActingParts, observations: Sequence[Observation], *, greedy: bool, generator: torch.Generator
 ) -> list[ActOutput]:
-    encoded = [policy.encode(o.instruction, o.ui_text, o.previous_actions) for o in observations]
-    scored = score_steps(policy, encoded)
+    encoded = [parts.encode(o.instruction, o.ui_text, o.previous_actions) for o in observations]
+    scored = score_steps(parts, encoded)
     log_probs = scored.log_probs.cpu()
     if greedy:
         choices = log_probs.argmax(dim=-1)
@@ -202,13 +200,13 @@ def act_scoring(
     return outputs
 
 
-def evaluate_scoring(policy: Policy, steps: Sequence[StepInput]) -> dict[str, torch.Tensor]:
+def evaluate_scoring(parts: ActingParts, steps: Sequence[StepInput]) -> dict[str, torch.Tensor]:
     """Flat (N,) log π of each stored action, entropy, V(s), trajectory logit and ``known``."""
-    encoded = [policy.encode(s.instruction, s.observation_text, s.history) for s in steps]
-    scored = score_steps(policy, encoded)
+    encoded = [parts.encode(s.instruction, s.observation_text, s.history) for s in steps]
+    scored = score_steps(parts, encoded)
     choice = [e.index_of(s.action) for e, s in zip(encoded, steps, strict=True)]
-    known = torch.tensor([c is not None for c in choice], device=policy.device)
-    index = torch.tensor([c or 0 for c in choice], device=policy.device)
+    known = torch.tensor([c is not None for c in choice], device=parts.device)
+    index = torch.tensor([c or 0 for c in choice], device=parts.device)
     chosen = scored.log_probs.gather(1, index[:, None]).squeeze(1)
     logp = torch.where(known, chosen, torch.full_like(chosen, float("-inf")))
     return {

@@ -30,6 +30,7 @@ from distrl_core.policy.backbone import (
     build_tiny_model,
     hash_checkpoint_files,
     hash_state_dict,
+    hf,
     load_full_weights,
     load_pretrained,
     resolve_checkpoint_dir,
@@ -68,9 +69,9 @@ def save_policy(policy: Policy, directory: str | Path) -> Path:
     if policy.processor is not None:
         policy.processor.save_pretrained(directory / "processor")
     if policy.config.lora is not None:
-        policy.model.save_pretrained(directory / "adapter")
+        hf(policy.model).save_pretrained(directory / "adapter")
     else:
-        policy.model.save_pretrained(directory / "model")
+        hf(policy.model).save_pretrained(directory / "model")
     torch.save(policy.heads.state_dict(), directory / "heads.pt")
     return directory
 

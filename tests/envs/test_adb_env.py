@@ -31,7 +31,7 @@ from distrl_core.envs.adb import (
 from distrl_core.envs.adb.frames import frame_problem
 from distrl_core.envs.adb.link import AdbDeviceLink
 from distrl_core.envs.fake_adb import FakeAdbServer
-from distrl_core.envs.sim_env import StepResult
+from distrl_core.envs.protocol import StepResult
 from distrl_core.envs.simdroid import FaultConfig, SimDroidConfig, Task, load_tasks
 from distrl_core.envs.simdroid.expert import expert_action
 
@@ -88,7 +88,7 @@ def test_expert_solves_general_and_webshop_train_and_test_tasks_over_adb(
     env = make_env(server)
     for task in EXPERT_TASKS:
         result = run_expert(env, server, task)
-        assert result.done and result.info["success"] and result.reward == 1.0, (task.task_id, result.info)
+        assert result.done and result.info.success and result.reward == 1.0, (task.task_id, result.info)
         assert server.device(SERIAL).phone.is_successful(task)
 
 
@@ -124,12 +124,12 @@ def test_invalid_actions_do_nothing_and_status_ends_the_episode(
         (Action.open_app("No Such App"), "no package known"),
     ):
         result = env.step(action)
-        assert result.info["invalid"] and result.info["invalid_reason"]
-        assert reason is None or reason in result.info["invalid_reason"]
+        assert result.info.invalid and result.info.invalid_reason
+        assert reason is None or reason in result.info.invalid_reason
         assert result.reward == pytest.approx(-0.1) and not result.done
     assert server.device(SERIAL).phone.snapshot() == before
     result = env.step(Action.complete())
-    assert result.done and not result.truncated and result.reward == 0.0 and not result.info["success"]
+    assert result.done and not result.truncated and result.reward == 0.0 and not result.info.success
     with pytest.raises(RuntimeError, match="reset"):
         env.step(Action.press("BACK"))
 
@@ -140,7 +140,7 @@ def test_horizon_truncates_the_episode(start_fake_adb: Callable[..., FakeAdbServ
     env.reset(EXPERT_TASKS[1])
     assert not env.step(Action.press("HOME")).done
     result = env.step(Action.press("HOME"))
-    assert result.done and result.truncated and result.info["truncated"] and result.reward == 0.0
+    assert result.done and result.truncated and result.info.truncated and result.reward == 0.0
 
 
 def test_dropped_taps_corrupt_frames_idle_errors_and_dialogs_are_survived(
@@ -163,7 +163,7 @@ def test_dropped_taps_corrupt_frames_idle_errors_and_dialogs_are_survived(
             observation = result.observation
             if result.done:
                 break
-        assert result.info["success"], task.task_id
+        assert result.info.success, task.task_id
     counts = device.phone.faults.counts
     assert counts["dropped_taps"] > 0 and counts["corrupt_screenshots"] > 0 and dialogs > 0
     assert all(frame is not None and frame_problem(frame) is None for frame in frames)
@@ -175,7 +175,7 @@ def test_device_going_offline_is_waited_out(start_fake_adb: Callable[..., FakeAd
     waits = 0
     for task in (EXPERT_TASKS[1], EXPERT_TASKS[2]):
         result = run_expert(env, server, task, max_steps=3 * task.horizon)
-        assert result.info["success"], task.task_id
+        assert result.info.success, task.task_id
         waits += env.link.reconnects
     assert server.device(SERIAL).phone.faults.counts["offline_events"] > 0 and waits > 0
 
@@ -250,7 +250,7 @@ def test_snapshot_reset_through_the_emulator_console(
     with EmulatorConsole("127.0.0.1", port, console_token) as console:
         console.snapshot_save("task-start")
     solved = run_expert(setup, server, task)
-    assert solved.info["success"]
+    assert solved.info.success
 
     env = make_env(
         server,
@@ -263,7 +263,7 @@ def test_snapshot_reset_through_the_emulator_console(
     )
     env.reset(task)  # back to the saved start state: the task is unsolved again
     assert not server.device(SERIAL).phone.is_successful(task)
-    assert run_expert(env, server, task).info["success"]
+    assert run_expert(env, server, task).info.success
 
     missing = make_env(
         server,

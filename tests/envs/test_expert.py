@@ -38,7 +38,7 @@ def test_noiseless_expert_solves_every_task_within_the_horizon(split: str) -> No
     for task in load_tasks(split=split):
         result, actions = run_episode(env, task)
         lengths.append(len(actions))
-        if not (result.info["success"] and result.reward == 1.0):
+        if not (result.info.success and result.reward == 1.0):
             failures.append((task.task_id, task.instruction, actions))
     assert failures == []
     assert max(lengths) <= 10  # well inside the Web Shopping horizon of 20
@@ -54,7 +54,7 @@ def test_expert_dismisses_distractors_and_still_solves_tasks() -> None:
         sum(len(actions) for _, actions in busy) > sum(len(actions) for _, actions in calm) + len(tasks) // 4
     )
     # ...and a few general tasks could run out of their 10 steps when several pop up in a row
-    assert sum(result.info["success"] for result, _ in busy) / len(busy) >= 0.9
+    assert sum(result.info.success for result, _ in busy) / len(busy) >= 0.9
 
 
 def test_noisy_expert_is_imperfect_and_reproducible() -> None:
@@ -64,7 +64,7 @@ def test_noisy_expert_is_imperfect_and_reproducible() -> None:
     def success_rate_and_actions(seed: int) -> tuple[float, list[list[str]]]:
         rng = random.Random(seed)
         results = [run_episode(env, task, noise=0.5, rng=rng) for task in tasks]
-        return sum(r.info["success"] for r, _ in results) / len(results), [a for _, a in results]
+        return sum(r.info.success for r, _ in results) / len(results), [a for _, a in results]
 
     rate, actions = success_rate_and_actions(1)
     assert 0.0 < rate < 1.0

@@ -10,7 +10,9 @@ from gymnasium.utils.env_checker import check_env
 from PIL import Image
 
 from distrl_core.envs.actions import Action
+from distrl_core.envs.factory import make_env, make_sim_envs
 from distrl_core.envs.gym_env import SimDroidGymEnv
+from distrl_core.envs.protocol import StepInfo
 from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
 from distrl_core.envs.simdroid import FaultConfig, SimDroidConfig, get_task, load_tasks
 from distrl_core.envs.simdroid.catalog import APPS, APPS_PER_PAGE, CHROME, LAUNCHER
@@ -73,7 +75,7 @@ def test_success_ends_the_episode_with_reward_one() -> None:
     obs = env.reset(OPEN_APP)
     result = env.step(Action.tap(index_of(obs, APP)))
     assert result.done and not result.truncated
-    assert result.reward == 1.0 and result.info["success"]
+    assert result.reward == 1.0 and result.info.success
     assert result.observation.activity.startswith(OPEN_APP.params["package"])
     with pytest.raises(RuntimeError, match="reset"):
         env.step(Action.press("HOME"))
@@ -85,7 +87,7 @@ def test_rewards_are_terminal_only_and_status_ends_the_episode() -> None:
     result = env.step(Action.tap(index_of(obs, "Settings")))
     assert (result.reward, result.done) == (0.0, False)
     result = env.step("status(complete)")
-    assert result.done and not result.truncated and result.reward == 0.0 and not result.info["success"]
+    assert result.done and not result.truncated and result.reward == 0.0 and not result.info.success
 
 
 def test_horizon_truncates() -> None:
@@ -93,7 +95,7 @@ def test_horizon_truncates() -> None:
     env.reset(OPEN_APP)
     results = [env.step(Action.press("BACK")) for _ in range(OPEN_APP.horizon)]
     assert [r.done for r in results] == [False] * (OPEN_APP.horizon - 1) + [True]
-    assert results[-1].truncated and results[-1].info["truncated"] and results[-1].reward == 0.0
+    assert results[-1].truncated and results[-1].info.truncated and results[-1].reward == 0.0
 
 
 def test_invalid_actions_do_nothing_and_cost_the_penalty() -> None:
@@ -102,7 +104,7 @@ def test_invalid_actions_do_nothing_and_cost_the_penalty() -> None:
     before = obs.ui_xml
     for text in ("click the clock", "tap(99)", 'open_app("Nonexistent")'):
         result = env.step(text)
-        assert result.info["invalid"] and result.info["invalid_reason"]
+        assert result.info.invalid and result.info.invalid_reason
         assert result.reward == pytest.approx(-0.1)
         assert result.observation.ui_xml == before
     assert result.observation.previous_actions[0] == 'invalid("click the clock")'
@@ -128,14 +130,14 @@ def test_every_action_kind_reaches_the_device() -> None:
     env.step(Action.press("HOME"))
     x, y = next(el for el in env.device.elements() if el.text == APP).center
     result = env.step(Action.tap(point=(x / 1080, y / 2400)))
-    assert result.done and result.info["success"]
+    assert result.done and result.info.success
 
 
 def test_end_on_success_off_waits_for_the_status_action() -> None:
     env = SimDroidEnv(quiet(screenshots=False, end_on_success=False))
     obs = env.reset(OPEN_APP)
     result = env.step(Action.tap(index_of(obs, APP)))
-    assert not result.done and result.reward == 0.0 and result.info["success"]
+    assert not result.done and result.reward == 0.0 and result.info.success
     result = env.step(Action.complete())
     assert result.done and result.reward == 1.0
 
@@ -167,7 +169,7 @@ def test_episodes_survive_every_fault_at_once() -> None:
                 with Image.open(io.BytesIO(result.observation.screenshot_png)) as image:
                     image.load()  # the env re-captured truncated frames...
                     assert image.getcolors(1) is None  # ...and blank ones
-        successes += result.info["success"]
+        successes += result.info.success
     assert sound_frames >= 0.95 * frames
     counts = env.device.faults.counts
     assert all(counts[name] > 0 for name in counts), counts
@@ -201,3 +203,20 @@ def test_config_errors_name_the_problem() -> None:
         SimDroidEnvConfig(family="shopping")
     with pytest.raises(ValueError, match="penalty"):
         SimDroidEnvConfig(invalid_action_penalty=0.5)
+
+
+def test_the_factory_gives_each_environment_its_serial_and_steps_report_a_typed_info() -> None:
+    envs = make_sim_envs(quiet(screenshots=False), 2, serial_prefix="sim-c0")
+    assert [env.serial for env in envs] == ["sim-c0-0", "sim-c0-1"]
+    env = make_env(quiet(screenshots=False, serial="emulator-5556"))
+    env.reset(OPEN_APP)
+    result = env.step("status(complete)")
+    assert isinstance(result.info, StepInfo)
+    assert (result.info.serial, result.info.step, result.info.action) == (
+        "emulator-5556",
+        1,
+        "status(complete)",
+    )
+    env.close()
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step("status(complete)")

@@ -151,4 +151,4 @@ def test_rule_success_check_ends_an_adb_env_episode(server: FakeAdbServer) -> No
         result = env.step(action)
         if result.done:
             break
-    assert result is not None and result.done and result.info["success"] and result.reward == 1.0
+    assert result is not None and result.done and result.info.success and result.reward == 1.0

@@ -81,12 +81,18 @@ class AdbEnvConfig:
     app_packages: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_APP_PACKAGES))
 
     def __post_init__(self) -> None:
+        problems = [*self._link_problems(), *self._reset_problems(), *self._episode_problems()]
+        if problems:
+            raise ValueError("invalid AdbEnvConfig: " + "; ".join(problems))
+        self.reset_commands = tuple(self.reset_commands)
+        self.console_auth_token_path = Path(self.console_auth_token_path)
+
+    def _link_problems(self) -> list[str]:
         problems = []
         if not 0 < self.port <= 65535:
             problems.append(f"port must be 1..65535 (the adb server's port, usually 5037), got {self.port}")
-        for name in ("step_timeout_s",):
-            if getattr(self, name) <= 0:
-                problems.append(f"{name} must be > 0 seconds, got {getattr(self, name)}")
+        if self.step_timeout_s <= 0:
+            problems.append(f"step_timeout_s must be > 0 seconds, got {self.step_timeout_s}")
         for name in ("settle_delay_s", "retry_delay_s", "reconnect_backoff_s"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be >= 0 seconds, got {getattr(self, name)}")
@@ -95,6 +101,10 @@ class AdbEnvConfig:
                 problems.append(f"{name} must be >= 0 (extra attempts), got {getattr(self, name)}")
         if self.pull_with not in ("sync", "cat"):
             problems.append(f"pull_with must be 'sync' or 'cat', got {self.pull_with!r}")
+        return problems
+
+    def _reset_problems(self) -> list[str]:
+        problems = []
         if self.reset_mode not in ("snapshot", "commands"):
             problems.append(
                 f"reset_mode must be 'snapshot' (emulator console) or 'commands', got {self.reset_mode!r}"
@@ -111,6 +121,10 @@ class AdbEnvConfig:
             )
         if self.console_port is not None and not 0 < self.console_port <= 65535:
             problems.append(f"console_port must be 1..65535, got {self.console_port}")
+        return problems
+
+    def _episode_problems(self) -> list[str]:
+        problems = []
         if self.max_steps is not None and self.max_steps < 1:
             problems.append(f"max_steps must be >= 1 or None (use the task's horizon), got {self.max_steps}")
         if self.invalid_action_penalty > 0:
@@ -121,7 +135,4 @@ class AdbEnvConfig:
             problems.append(
                 f"dump_path must be an absolute device path like /sdcard/window_dump.xml, got {self.dump_path!r}"
             )
-        if problems:
-            raise ValueError("invalid AdbEnvConfig: " + "; ".join(problems))
-        self.reset_commands = tuple(self.reset_commands)
-        self.console_auth_token_path = Path(self.console_auth_token_path)
+        return problems

@@ -1,21 +1,28 @@
 """AdbEnv: the RL environment over a real (or fake) Android device reached through an adb server.
 
-Same interface as ``SimDroidEnv``: ``reset(task, seed) -> Observation`` and ``step(action) -> StepResult``
-with the same episode rules (DigiRL's): reward 1/0 for success at the last step, the episode ends on
-success (when a ``success_check`` is configured), on ``status(...)``, or at the horizon; an invalid
-action (unparseable, element index not on screen, unknown app) does nothing and costs
+The same ``Environment`` as ``SimDroidEnv`` (``distrl_core.envs.protocol``), with the same episode
+rules (DigiRL's): reward 1/0 for success at the last step, the episode ends on success (when a
+``success_check`` is configured), on ``status(...)``, or at the horizon; an invalid action
+(unparseable, element index not on screen, unknown app) does nothing and costs
 ``invalid_action_penalty``. Observations come from ``uiautomator dump`` and ``screencap -p``.
+
+Example::
+
+    env = AdbEnv(AdbEnvConfig(serial="emulator-5554", success_check=adb_rule_success_check))
+    observation = env.reset("general-train-0000")
+    result = env.step("key(HOME)")
+    result.info.success, result.info.serial, result.info.action_lost
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from adbutils.errors import AdbError
 
-from distrl_core.envs.actions import Action, ActionKind, format_action, parse_action
+from distrl_core.envs.actions import Action, ActionKind, parse_action
 from distrl_core.envs.adb.commands import UnexecutableAction, action_to_commands
 from distrl_core.envs.adb.config import AdbEnvConfig
 from distrl_core.envs.adb.console import EmulatorConsole, console_port_for_serial
@@ -28,7 +35,7 @@ from distrl_core.envs.adb.errors import (
 )
 from distrl_core.envs.adb.link import AdbDeviceLink
 from distrl_core.envs.observation import Observation, UIElement, compact_tree
-from distrl_core.envs.sim_env import StepResult
+from distrl_core.envs.protocol import EpisodeRules, EpisodicEnv, StepResult
 from distrl_core.envs.simdroid.tasks import get_task
 
 __all__ = ["AdbEnv", "StepResult", "simdroid_success_check", "simdroid_task_loader"]
@@ -58,16 +65,15 @@ class _Screen:
     activity: str
 
 
-class AdbEnv:
+class AdbEnv(EpisodicEnv):
     """One device, one episode at a time. Construct, then ``reset(task)``; errors are AdbEnvError subclasses."""
 
+    kind: ClassVar[str] = "adb"
+
     def __init__(self, config: AdbEnvConfig | None = None):
+        super().__init__()
         self.config = config or AdbEnvConfig()
         self.link = AdbDeviceLink(self.config)
-        self.task: Any | None = None
-        self.step_count = 0
-        self.history: list[str] = []
-        self.done = True
         self._screen: _Screen | None = None
 
     @property
@@ -129,10 +135,7 @@ class AdbEnv:
             )
         if self.config.settle_delay_s:
             time.sleep(self.config.settle_delay_s)
-        self.task = task
-        self.step_count = 0
-        self.history = []
-        self.done = False
+        self._begin(task)
         self._screen = self._capture()
         return self._observation(self._screen)
 
@@ -158,7 +161,7 @@ class AdbEnv:
 
     # -- step ---------------------------------------------------------------------------------------
     def _perform(self, action: Action) -> tuple[str | None, dict[str, Any]]:
-        """Run the action's commands; (why it is invalid or None, extra info)."""
+        """Run the action's commands; (why it is invalid or None, ``action_lost``/``action_error``)."""
         assert self._screen is not None and self.link.screen_size is not None
         try:
             commands = action_to_commands(
@@ -178,8 +181,7 @@ class AdbEnv:
         return None, extra
 
     def step(self, action: Action | str) -> StepResult:
-        if self.done or self.task is None:
-            raise RuntimeError("the episode is over (or never started): call reset() first")
+        task = self._running_task()
         if isinstance(action, str):
             action = parse_action(action)
         started = time.perf_counter()
@@ -190,33 +192,19 @@ class AdbEnv:
             invalid_reason, extra = self._perform(action)
             if action.kind is not ActionKind.STATUS and self.config.settle_delay_s:
                 time.sleep(self.config.settle_delay_s)
-        invalid = invalid_reason is not None
-        self.step_count += 1
-        self.history.append(format_action(action))
         check = self.config.success_check
-        success = bool(check(self.link, self.task)) if check is not None else False
-        is_status = action.kind is ActionKind.STATUS
-        terminated = success or is_status
-        horizon = self.config.max_steps or getattr(self.task, "horizon", None) or DEFAULT_HORIZON
-        truncated = not terminated and self.step_count >= horizon
-        self.done = terminated or truncated
-        reward = (1.0 if success else 0.0) if self.done else 0.0
-        if invalid:
-            reward += self.config.invalid_action_penalty
+        success = bool(check(self.link, task)) if check is not None else False
+        horizon = self.config.max_steps or getattr(task, "horizon", None) or DEFAULT_HORIZON
+        rules = EpisodeRules(horizon, self.config.invalid_action_penalty)
+        outcome = self._record(action, success=success, invalid_reason=invalid_reason, rules=rules)
         self._screen = self._capture()
-        info = {
-            "success": success,
-            "success_known": check is not None,
-            "invalid": invalid,
-            "invalid_reason": invalid_reason,
-            "action": format_action(action),
-            "task_id": self.task.task_id,
-            "step": self.step_count,
-            "truncated": truncated,
-            "latency_s": time.perf_counter() - started,
-            "virtual_latency_s": 0.0,
-            "offline_waits": self.link.reconnects - reconnects_before,
-            "serial": self.serial,
+        info = outcome.info(
+            time.perf_counter() - started,
+            offline_waits=self.link.reconnects - reconnects_before,
+            success_known=check is not None,
+            serial=self.serial,
             **extra,
-        }
-        return StepResult(self._observation(self._screen), reward, self.done, info, truncated)
+        )
+        return StepResult(
+            self._observation(self._screen), outcome.reward, outcome.done, info, outcome.truncated
+        )

@@ -10,7 +10,7 @@ model says the screen never settled.
 from __future__ import annotations
 
 from distrl_core.envs.fake_adb.commands_system import ShellOutput
-from distrl_core.envs.fake_adb.device import FakeDevice
+from distrl_core.envs.fake_adb.device import FakeDevice, SimulatedPhone
 
 DEFAULT_DUMP_PATH = "/sdcard/window_dump.xml"
 IDLE_STATE_ERROR = "ERROR: could not get idle state."
@@ -46,36 +46,51 @@ def _numbers(values: list[str]) -> list[int]:
 
 
 def input_command(device: FakeDevice, args: list[str], stdin: bytes) -> ShellOutput:
+    args = _without_options(args)
+    if not args:
+        return _usage_error("no input command given")
+    command, rest = args[0], args[1:]
+    try:
+        performed = _perform(device.phone, command, rest)
+    except ValueError as error:  # a non-numeric coordinate, or a key code the phone does not know
+        return _usage_error(str(error))
+    return ShellOutput() if performed else _usage_error(f"bad arguments for '{command}': {rest}")
+
+
+def _without_options(args: list[str]) -> list[str]:
+    """The arguments after the optional source word and ``-d <display>``."""
     if args and args[0] in _INPUT_SOURCES:
         args = args[1:]
     if len(args) >= 2 and args[0] == "-d":  # display id: there is one display
         args = args[2:]
-    if not args:
-        return _usage_error("no input command given")
-    command, rest = args[0], args[1:]
-    phone = device.phone
-    try:
-        if command == "tap" and len(rest) == 2:
-            phone.tap(*_numbers(rest))
-        elif command in ("swipe", "draganddrop") and len(rest) in (4, 5):
-            x1, y1, x2, y2 = _numbers(rest[:4])
-            default_ms = 300 if command == "swipe" else 2000
-            duration_ms = _numbers(rest[4:])[0] if len(rest) == 5 else default_ms
-            if (x1, y1) == (x2, y2) and duration_ms >= LONG_PRESS_MIN_MS:
-                phone.long_press(x1, y1, duration_ms)
-            else:
-                phone.swipe(x1, y1, x2, y2, duration_ms)
-        elif command == "text" and rest:
-            phone.input_text(" ".join(rest).replace("%s", " "))
-        elif command == "keyevent" and rest:
-            codes = [code for code in rest if code not in ("--longpress", "--doubletap")]
-            for code in codes:
+    return args
+
+
+def _perform(phone: SimulatedPhone, command: str, rest: list[str]) -> bool:
+    """Run ``input <command> <rest...>`` on the phone; False when the arguments do not fit it."""
+    if command == "tap" and len(rest) == 2:
+        phone.tap(*_numbers(rest))
+    elif command in ("swipe", "draganddrop") and len(rest) in (4, 5):
+        _drag(phone, command, rest)
+    elif command == "text" and rest:
+        phone.input_text(" ".join(rest).replace("%s", " "))
+    elif command == "keyevent" and rest:
+        for code in rest:
+            if code not in ("--longpress", "--doubletap"):
                 phone.keyevent(_key(code))
-        else:
-            return _usage_error(f"bad arguments for '{command}': {rest}")
-    except ValueError as error:  # a non-numeric coordinate, or a key code the phone does not know
-        return _usage_error(str(error))
-    return ShellOutput()
+    else:
+        return False
+    return True
+
+
+def _drag(phone: SimulatedPhone, command: str, rest: list[str]) -> None:
+    x1, y1, x2, y2 = _numbers(rest[:4])
+    default_ms = 300 if command == "swipe" else 2000
+    duration_ms = _numbers(rest[4:])[0] if len(rest) == 5 else default_ms
+    if (x1, y1) == (x2, y2) and duration_ms >= LONG_PRESS_MIN_MS:
+        phone.long_press(x1, y1, duration_ms)
+    else:
+        phone.swipe(x1, y1, x2, y2, duration_ms)
 
 
 def _key(code: str) -> int | str:

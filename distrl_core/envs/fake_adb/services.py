@@ -32,7 +32,7 @@ def handle_connection(
     """Serve one client socket until its conversation ends; always closes ``sock``."""
     try:
         request = read_request(sock)
-        if request.startswith("host:transport") or request.startswith("host:tport:"):
+        if request.startswith(("host:transport", "host:tport:")):
             device = _bind_transport(sock, table, request)
             if device is not None:
                 _serve_device(sock, device, read_request(sock))

@@ -33,7 +33,7 @@ class Word:
     parts: list[WordPart] = field(default_factory=list)
 
     def expand(self, last_exit_code: int) -> str:
-        return "".join(str(last_exit_code) if part is EXIT_STATUS else part for part in self.parts)
+        return "".join(part if isinstance(part, str) else str(last_exit_code) for part in self.parts)
 
 
 @dataclass
@@ -59,7 +59,7 @@ class Pipeline:
 _OPERATORS = ("&&", "||", "2>&1", ">&2", "&>", "2>>", ">>", "2>", "1>", ">", ";", "|", "&")
 
 
-def _tokenize(line: str) -> list[Word | str]:
+def _tokenize(line: str) -> list[Word | str]:  # noqa: C901 — a lexer: one loop, a branch per lexical case; split, the word being built becomes shared state
     """Split into words (``Word``) and operator strings."""
     tokens: list[Word | str] = []
     current: Word | None = None
@@ -165,22 +165,33 @@ def parse(line: str) -> list[Pipeline]:
                 raise ShellSyntaxError(f"syntax error: '{token}' unexpected")
             pipelines.append(Pipeline(commands, run_if))
             commands, run_if = [SimpleCommand()], (";" if token == "&" else token)
-        elif token in ("2>&1", ">&2"):
-            fd, to_fd = (2, 1) if token == "2>&1" else (1, 2)
-            commands[-1].redirects.append(Redirect(fd, None, to_fd=to_fd))
         else:
-            if index >= len(tokens) or not isinstance(tokens[index], Word):
-                raise ShellSyntaxError(f"syntax error: '{token}' needs a file name")
-            target = tokens[index]
-            assert isinstance(target, Word)
-            index += 1
-            append = token.endswith(">>")
-            if token == "&>":
-                commands[-1].redirects.append(Redirect(1, target))
-                commands[-1].redirects.append(Redirect(2, None, to_fd=1))
-            else:
-                fd = 2 if token.startswith("2") else 1
-                commands[-1].redirects.append(Redirect(fd, target, append=append))
+            index = _redirect(commands[-1], token, tokens, index)
+    _end_line(pipelines, commands, run_if)
+    return pipelines
+
+
+def _redirect(command: SimpleCommand, token: str, tokens: list[Word | str], index: int) -> int:
+    """Add the redirection ``token`` (its file name at ``tokens[index]``) to ``command``; returns
+    the index of the token after it."""
+    if token in ("2>&1", ">&2"):
+        fd, to_fd = (2, 1) if token == "2>&1" else (1, 2)
+        command.redirects.append(Redirect(fd, None, to_fd=to_fd))
+        return index
+    target = tokens[index] if index < len(tokens) else None
+    if not isinstance(target, Word):
+        raise ShellSyntaxError(f"syntax error: '{token}' needs a file name")
+    if token == "&>":
+        command.redirects.append(Redirect(1, target))
+        command.redirects.append(Redirect(2, None, to_fd=1))
+    else:
+        fd = 2 if token.startswith("2") else 1
+        command.redirects.append(Redirect(fd, target, append=token.endswith(">>")))
+    return index + 1
+
+
+def _end_line(pipelines: list[Pipeline], commands: list[SimpleCommand], run_if: str) -> None:
+    """Close the line: keep its last pipeline, or reject a line that stops mid-construct."""
     if commands[-1].words or commands[-1].redirects:
         if not commands[-1].words:
             raise ShellSyntaxError("syntax error: redirection without a command")
@@ -189,4 +200,3 @@ def parse(line: str) -> list[Pipeline]:
         raise ShellSyntaxError("syntax error: pipe without a command after it")
     elif run_if in ("&&", "||"):
         raise ShellSyntaxError(f"syntax error: '{run_if}' at the end of the line")
-    return pipelines

@@ -15,7 +15,16 @@ from distrl_core.envs.simdroid.catalog import (
     web_results,
 )
 from distrl_core.envs.simdroid.state import DeviceState, Page
-from distrl_core.envs.simdroid.widgets import BUTTON, EDIT, IMAGE_BUTTON, TEXT, Layout, Screen, Widget
+from distrl_core.envs.simdroid.widgets import (
+    BUTTON,
+    EDIT,
+    IMAGE_BUTTON,
+    TEXT,
+    Layout,
+    Screen,
+    TapHandler,
+    Widget,
+)
 
 URL_FIELD = "chrome.url"
 ACTIVITY = f"{CHROME}/com.google.android.apps.chrome.Main"
@@ -48,6 +57,11 @@ def product_of(page: Page):  # -> Product
 
 def site_page(domain: str, view: str = "home", **params: object) -> Page:
     return {"app": CHROME, "name": "site", "domain": domain, "view": view, **params}
+
+
+def _pushing_site(domain: str, view: str, **params: object) -> TapHandler:
+    """A tap handler opening a site page (a fresh page dict per tap, as every push needs)."""
+    return lambda state, _x: state.push(site_page(domain, view, **params))
 
 
 def navigate(state: DeviceState, typed: str) -> None:
@@ -225,9 +239,7 @@ def shop_screen(state: DeviceState, page: Page, layout: Layout) -> Screen:
                     TEXT,
                     layout.row(1.0),
                     text=category,
-                    on_tap=lambda st, _f, c=category: st.push(
-                        site_page(domain, "results", query=normalize_query(c))
-                    ),
+                    on_tap=_pushing_site(domain, "results", query=normalize_query(category)),
                     style="row",
                 )
             )
@@ -240,9 +252,7 @@ def shop_screen(state: DeviceState, page: Page, layout: Layout) -> Screen:
                     layout.row(1.3),
                     text=f"{product.name} {product.price}",
                     resource_id=f"{domain}:id/product_title",
-                    on_tap=lambda st, _f, r=rank: st.push(
-                        site_page(domain, "product", query=page["query"], rank=r)
-                    ),
+                    on_tap=_pushing_site(domain, "product", query=page["query"], rank=rank),
                     style="row",
                 )
             )

@@ -26,6 +26,7 @@ from distrl_core.envs.simdroid.widgets import (
     TEXT,
     Layout,
     Screen,
+    TapHandler,
     Widget,
     go_back,
     title_bar,
@@ -47,6 +48,23 @@ def root_page(package: str) -> Page:
 
 def launch(state: DeviceState, package: str) -> None:
     state.open_app_root(root_page(package))
+
+
+# Tap handlers made per widget; a factory binds the widget's value when the screen is built.
+def _launching(package: str) -> TapHandler:
+    return lambda state, _x: launch(state, package)
+
+
+def _pushing(app: str, name: str) -> TapHandler:
+    return lambda state, _x: state.push({"app": app, "name": name})
+
+
+def _flipping(toggle: Toggle) -> TapHandler:
+    return lambda state, _x: set_toggle(state, toggle, not is_on(state, toggle))
+
+
+def _switching_tab(name: str) -> TapHandler:
+    return lambda state, _x: state.replace_top({"app": CLOCK, "name": name})
 
 
 def _icon_color(app: App) -> tuple[int, int, int]:
@@ -90,7 +108,7 @@ def launcher_screen(state: DeviceState, page: Page, layout: Layout) -> Screen:
                 text=app.name,
                 content_desc=app.name,
                 resource_id=f"{LAUNCHER}:id/icon",
-                on_tap=lambda st, _f, pkg=app.package: launch(st, pkg),
+                on_tap=_launching(app.package),
                 style="icon",
                 color=_icon_color(app),
             )
@@ -138,7 +156,7 @@ _EXTRA_SETTINGS = {"apps": "Apps", "storage": "Storage", "about": "About phone"}
 
 
 def settings_screen(state: DeviceState, page: Page, layout: Layout) -> Screen:
-    name = page["name"]
+    name: str = page["name"]
     activity = f"{SETTINGS}/.Settings" if name == "main" else f"{SETTINGS}/.SubSettings"
     if name == "main":
         widgets = title_bar(layout, "Settings", SETTINGS, None)
@@ -149,7 +167,7 @@ def settings_screen(state: DeviceState, page: Page, layout: Layout) -> Screen:
                     layout.row(1.0),
                     text=label,
                     resource_id="android:id/title",
-                    on_tap=lambda st, _f, k=key: st.push({"app": SETTINGS, "name": k}),
+                    on_tap=_pushing(SETTINGS, key),
                     style="row",
                 )
             )
@@ -167,7 +185,7 @@ def settings_screen(state: DeviceState, page: Page, layout: Layout) -> Screen:
                 text=toggle.label,
                 resource_id=f"{SETTINGS}:id/switch_{toggle.key}",
                 checked=is_on(state, toggle),
-                on_tap=lambda st, _f, t=toggle: set_toggle(st, t, not is_on(st, t)),
+                on_tap=_flipping(toggle),
                 style="switch",
             )
         )
@@ -216,7 +234,7 @@ def _clock_tabs(layout: Layout, current: str) -> list[Widget]:
             layout.split(row, len(CLOCK_TABS), i),
             text=label,
             resource_id=f"{CLOCK}:id/tab_{name}",
-            on_tap=lambda st, _f, n=name: st.replace_top({"app": CLOCK, "name": n}),
+            on_tap=_switching_tab(name),
             style="button" if name != current else "title",
         )
         for i, (name, label) in enumerate(CLOCK_TABS.items())

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from distrl_core.envs.observation import UIElement, elements_to_xml
@@ -114,9 +115,12 @@ class SimDroid:
         self.faults.roll_offline(self.serial)
         self.virtual_time_s += self.faults.apply_latency()
 
-    def _mutate(self, change) -> None:
-        """Run a state change; roll for a distractor if it moved to another page."""
+    def _mutate(self, change: Callable[[], None], *, dismiss_dialog: bool = False) -> None:
+        """Run a state change (after closing any dialog, with ``dismiss_dialog``); roll for a
+        distractor if it moved to another page."""
         before = self.state.nav_count
+        if dismiss_dialog:
+            self.state.dialog = None
         change()
         if self.state.nav_count != before:
             maybe_show_distractor(self.state, self._rng, self.config.distractor_prob)
@@ -186,14 +190,16 @@ class SimDroid:
             return
         screen = self.screen()
         start = screen.hit(x1, y1)
-        if start is not None and start.slider_value is not None:
+        if start is not None and start.slider_value is not None and start.on_tap is not None:
+            drag = start.on_tap
             bx1, _, bx2, _ = start.bounds
             fraction = min(1.0, max(0.0, (x2 - bx1) / max(1, bx2 - bx1 - 1)))
-            self._mutate(lambda: start.on_tap(self.state, fraction))  # type: ignore[misc]
+            self._mutate(lambda: drag(self.state, fraction))
             return
-        if screen.on_swipe is not None and not screen.modal:
+        on_swipe = screen.on_swipe
+        if on_swipe is not None and not screen.modal:
             direction = ("left" if dx < 0 else "right") if abs(dx) > abs(dy) else ("up" if dy < 0 else "down")
-            self._mutate(lambda: screen.on_swipe(self.state, direction))  # type: ignore[misc]
+            self._mutate(lambda: on_swipe(self.state, direction))
 
     def input_text(self, text: str) -> None:
         self._input()
@@ -213,7 +219,7 @@ class SimDroid:
         code = _keycode(key)
         state = self.state
         if code == 3:
-            self._mutate(lambda: (setattr(state, "dialog", None), state.go_home()))
+            self._mutate(state.go_home, dismiss_dialog=True)
         elif code == 4:
             if state.dialog is not None:
                 state.dialog = None
@@ -225,8 +231,9 @@ class SimDroid:
                 self._mutate(state.pop)
         elif code == 66 and state.focus is not None and state.dialog is None:
             widget = self.screen().field_widget(state.focus)
-            if widget is not None and widget.on_submit is not None:
-                self._mutate(lambda: widget.on_submit(state))  # type: ignore[misc]
+            submit = widget.on_submit if widget is not None else None
+            if submit is not None:
+                self._mutate(lambda: submit(state))
         elif code == 67 and state.focus is not None:
             current = state.fields.get(state.focus, "")
             state.fields[state.focus] = "" if state.replace_on_type else current[:-1]
@@ -242,12 +249,12 @@ class SimDroid:
         app = find_app(package)
         if app is None or app.package != package:
             raise UnknownPackage(f"package {package!r} is not installed on {self.serial}")
-        self._mutate(lambda: (setattr(self.state, "dialog", None), launch(self.state, package)))
+        self._mutate(lambda: launch(self.state, package), dismiss_dialog=True)
 
     def force_stop(self, package: str) -> None:
         self._input()
         if self.state.package == package:
-            self._mutate(lambda: (setattr(self.state, "dialog", None), self.state.go_home()))
+            self._mutate(self.state.go_home, dismiss_dialog=True)
 
     # -- output ------------------------------------------------------------------------------
     def elements(self) -> list[UIElement]:

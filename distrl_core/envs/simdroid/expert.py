@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from distrl_core.envs.actions import Action
 from distrl_core.envs.observation import UIElement
@@ -28,6 +29,9 @@ from distrl_core.envs.simdroid.catalog import (
 )
 from distrl_core.envs.simdroid.device import SimDroid
 from distrl_core.envs.simdroid.tasks import Task
+
+if TYPE_CHECKING:
+    from distrl_core.envs.sim_env import SimDroidEnv
 
 __all__ = ["expert_action", "random_plausible_action"]
 
@@ -214,16 +218,17 @@ def random_plausible_action(elements: list[UIElement], rng: random.Random, instr
 
 
 def expert_action(
-    device: SimDroid, task: Task, noise: float = 0.0, rng: random.Random | None = None
+    source: SimDroid | SimDroidEnv, task: Task, noise: float = 0.0, rng: random.Random | None = None
 ) -> Action:
-    """The next action towards solving ``task`` on ``device``; ``status(complete)`` once solved.
+    """The next action towards solving ``task`` on ``source`` (a SimDroid, or a SimDroidEnv: its
+    device); ``status(complete)`` once solved.
 
     ``noise`` is the probability of a random plausible action instead; pass ``rng`` (e.g.
     ``random.Random(seed)``) to make noisy demonstrations reproducible.
     """
     if not 0.0 <= noise <= 1.0:
         raise ValueError(f"expert noise is a probability in [0, 1], got {noise}")
-    device = getattr(device, "device", device)  # accept a SimDroidEnv too
+    device = source if isinstance(source, SimDroid) else source.device
     view = _View(device)
     if noise > 0.0:
         if rng is None:

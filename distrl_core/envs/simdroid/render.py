@@ -4,6 +4,7 @@ hundreds of frames per second at the default quarter-size screenshots."""
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from functools import cache
 
 from PIL import Image, ImageDraw, ImageFont
@@ -57,59 +58,100 @@ def _scaled(bounds: tuple[int, int, int, int], scale: float) -> tuple[int, int, 
     )
 
 
-def _draw_widget(draw: ImageDraw.ImageDraw, widget: Widget, state: DeviceState, scale: float) -> None:
-    box = _scaled(widget.bounds, scale)
+Box = tuple[int, int, int, int]
+
+
+def _label(widget: Widget) -> str:
+    return widget.text or widget.content_desc
+
+
+def _draw_title(draw: ImageDraw.ImageDraw, widget: Widget, state: DeviceState, box: Box) -> None:
+    _text(draw, box, _label(widget).upper())
+
+
+def _draw_row(draw: ImageDraw.ImageDraw, widget: Widget, state: DeviceState, box: Box) -> None:
+    x1, _, x2, y2 = box
+    draw.line((x1, y2, x2, y2), fill=LINE)
+    _text(draw, box, _label(widget))
+
+
+def _draw_button(draw: ImageDraw.ImageDraw, widget: Widget, state: DeviceState, box: Box) -> None:
+    draw.rectangle(box, fill=widget.color or (232, 240, 254), outline=ACCENT)
+    _text(draw, box, _label(widget), fill=WHITE if widget.color else ACCENT, center=True)
+
+
+def _draw_icon(draw: ImageDraw.ImageDraw, widget: Widget, state: DeviceState, box: Box) -> None:
     x1, y1, x2, y2 = box
-    style = widget.style
-    label = widget.text or widget.content_desc
-    if style == "title":
-        _text(draw, box, label.upper())
-    elif style == "row":
-        draw.line((x1, y2, x2, y2), fill=LINE)
-        _text(draw, box, label)
-    elif style == "button":
-        draw.rectangle(box, fill=widget.color or (232, 240, 254), outline=ACCENT)
-        _text(draw, box, label, fill=WHITE if widget.color else ACCENT, center=True)
-    elif style == "icon":
-        side = min(x2 - x1, y2 - y1) * 3 // 5
-        cx = (x1 + x2) // 2
-        draw.rectangle((cx - side // 2, y1 + 2, cx + side // 2, y1 + 2 + side), fill=widget.color or MUTED)
-        _text(
-            draw, (x1, y1 + side, x2, y2), widget.text or ("<" if "up" in label.lower() else "+"), center=True
-        )
-    elif style == "field":
-        focused = widget.field is not None and state.focus == widget.field
-        draw.rectangle(box, fill=WHITE, outline=ACCENT if focused else MUTED, width=2 if focused else 1)
-        value = state.fields.get(widget.field, widget.text) if focused and widget.field else widget.text
-        _text(
-            draw,
-            box,
-            (value + "|") if focused else (value or widget.content_desc),
-            fill=INK if value else MUTED,
-        )
-    elif style == "switch":
-        track = (x2 - (x2 - x1) // 6, (y1 + y2) // 2 - 4, x2 - 4, (y1 + y2) // 2 + 4)
-        draw.rectangle(track, fill=ACCENT if widget.checked else LINE)
-        knob_x = track[2] - 4 if widget.checked else track[0] + 4
-        draw.ellipse((knob_x - 5, track[1] - 2, knob_x + 5, track[3] + 2), fill=WHITE, outline=MUTED)
-        draw.line((x1, y2, x2, y2), fill=LINE)
-        _text(draw, (x1, y1, track[0], y2), label)
-    elif style == "slider":
-        mid = (y1 + y2) // 2
-        draw.line((x1, mid, x2, mid), fill=LINE, width=3)
-        knob_x = x1 + int((x2 - x1) * (widget.slider_value or 0.0))
-        draw.line((x1, mid, knob_x, mid), fill=ACCENT, width=3)
-        draw.ellipse((knob_x - 5, mid - 5, knob_x + 5, mid + 5), fill=ACCENT)
-    elif style == "banner":
-        draw.rectangle(box, fill=widget.color or ACCENT)
-        _text(draw, box, label, fill=WHITE)
-    elif style == "toast":
-        draw.rectangle(box, fill=(50, 50, 50))
-        _text(draw, box, label, fill=WHITE, center=True)
-    elif style in ("dialog", "dialog_title"):
-        _text(draw, box, label, fill=INK if style == "dialog_title" else MUTED)
-    else:
-        _text(draw, box, label, fill=INK if widget.interactive else MUTED)
+    side = min(x2 - x1, y2 - y1) * 3 // 5
+    cx = (x1 + x2) // 2
+    draw.rectangle((cx - side // 2, y1 + 2, cx + side // 2, y1 + 2 + side), fill=widget.color or MUTED)
+    caption = widget.text or ("<" if "up" in _label(widget).lower() else "+")
+    _text(draw, (x1, y1 + side, x2, y2), caption, center=True)
+
+
+def _draw_field(draw: ImageDraw.ImageDraw, widget: Widget, state: DeviceState, box: Box) -> None:
+    focused = widget.field is not None and state.focus == widget.field
+    draw.rectangle(box, fill=WHITE, outline=ACCENT if focused else MUTED, width=2 if focused else 1)
+    value = state.fields.get(widget.field, widget.text) if focused and widget.field else widget.text
+    shown = (value + "|") if focused else (value or widget.content_desc)
+    _text(draw, box, shown, fill=INK if value else MUTED)
+
+
+def _draw_switch(draw: ImageDraw.ImageDraw, widget: Widget, state: DeviceState, box: Box) -> None:
+    x1, y1, x2, y2 = box
+    track = (x2 - (x2 - x1) // 6, (y1 + y2) // 2 - 4, x2 - 4, (y1 + y2) // 2 + 4)
+    draw.rectangle(track, fill=ACCENT if widget.checked else LINE)
+    knob_x = track[2] - 4 if widget.checked else track[0] + 4
+    draw.ellipse((knob_x - 5, track[1] - 2, knob_x + 5, track[3] + 2), fill=WHITE, outline=MUTED)
+    draw.line((x1, y2, x2, y2), fill=LINE)
+    _text(draw, (x1, y1, track[0], y2), _label(widget))
+
+
+def _draw_slider(draw: ImageDraw.ImageDraw, widget: Widget, state: DeviceState, box: Box) -> None:
+    x1, y1, x2, y2 = box
+    mid = (y1 + y2) // 2
+    draw.line((x1, mid, x2, mid), fill=LINE, width=3)
+    knob_x = x1 + int((x2 - x1) * (widget.slider_value or 0.0))
+    draw.line((x1, mid, knob_x, mid), fill=ACCENT, width=3)
+    draw.ellipse((knob_x - 5, mid - 5, knob_x + 5, mid + 5), fill=ACCENT)
+
+
+def _draw_banner(draw: ImageDraw.ImageDraw, widget: Widget, state: DeviceState, box: Box) -> None:
+    draw.rectangle(box, fill=widget.color or ACCENT)
+    _text(draw, box, _label(widget), fill=WHITE)
+
+
+def _draw_toast(draw: ImageDraw.ImageDraw, widget: Widget, state: DeviceState, box: Box) -> None:
+    draw.rectangle(box, fill=(50, 50, 50))
+    _text(draw, box, _label(widget), fill=WHITE, center=True)
+
+
+def _draw_dialog_text(draw: ImageDraw.ImageDraw, widget: Widget, state: DeviceState, box: Box) -> None:
+    _text(draw, box, _label(widget), fill=INK if widget.style == "dialog_title" else MUTED)
+
+
+def _draw_plain(draw: ImageDraw.ImageDraw, widget: Widget, state: DeviceState, box: Box) -> None:
+    _text(draw, box, _label(widget), fill=INK if widget.interactive else MUTED)
+
+
+_PAINTERS: dict[str, Callable[[ImageDraw.ImageDraw, Widget, DeviceState, Box], None]] = {
+    "title": _draw_title,
+    "row": _draw_row,
+    "button": _draw_button,
+    "icon": _draw_icon,
+    "field": _draw_field,
+    "switch": _draw_switch,
+    "slider": _draw_slider,
+    "banner": _draw_banner,
+    "toast": _draw_toast,
+    "dialog": _draw_dialog_text,
+    "dialog_title": _draw_dialog_text,
+}
+
+
+def _draw_widget(draw: ImageDraw.ImageDraw, widget: Widget, state: DeviceState, scale: float) -> None:
+    painter = _PAINTERS.get(widget.style, _draw_plain)
+    painter(draw, widget, state, _scaled(widget.bounds, scale))
 
 
 def render_png(screen: Screen, state: DeviceState, size: tuple[int, int], scale: float) -> bytes:

@@ -15,7 +15,7 @@ from distrl_core.envs.simdroid.apps_system import (
 )
 from distrl_core.envs.simdroid.catalog import CHROME, CLOCK, LAUNCHER, SETTINGS
 from distrl_core.envs.simdroid.state import DeviceState
-from distrl_core.envs.simdroid.widgets import BUTTON, TEXT, Layout, Screen, Widget
+from distrl_core.envs.simdroid.widgets import BUTTON, TEXT, Layout, Screen, TapHandler, Widget
 
 _BUILDERS = {
     LAUNCHER: launcher_screen,
@@ -79,6 +79,10 @@ def press_dialog_button(state: DeviceState, effect: str) -> None:
         launch(state, effect.removeprefix("open:"))
 
 
+def _pressing(effect: str) -> TapHandler:
+    return lambda state, _x: press_dialog_button(state, effect)
+
+
 def _dialog_screen(state: DeviceState, under: Screen, layout: Layout) -> Screen:
     dialog = state.dialog or {}
     layout.y = layout.height // 3
@@ -107,7 +111,7 @@ def _dialog_screen(state: DeviceState, under: Screen, layout: Layout) -> Screen:
                 layout.split(row, len(buttons), i),
                 text=label,
                 resource_id=f"android:id/button{i + 1}",
-                on_tap=lambda st, _f, e=effect: press_dialog_button(st, e),
+                on_tap=_pressing(effect),
                 style="button",
             )
         )

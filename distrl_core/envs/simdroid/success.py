@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from distrl_core.envs.simdroid.apps_system import brightness, is_on
 from distrl_core.envs.simdroid.catalog import BRIGHTNESS_MAX, CHROME, TOGGLE_BY_KEY, normalize_query
-from distrl_core.envs.simdroid.state import DeviceState
+from distrl_core.envs.simdroid.state import DeviceState, Page
 from distrl_core.envs.simdroid.tasks import Task
 
 BRIGHTNESS_TOLERANCE_PCT = 2.0  # one slider tap lands within a pixel; 2% forgives rounding, not guessing
 
 
-def _site_page(state: DeviceState, domain: str) -> dict | None:
+def _site_page(state: DeviceState, domain: str) -> Page | None:
     page = state.page
     if page.get("app") == CHROME and page.get("name") == "site" and page.get("domain") == domain:
         return page
@@ -40,8 +40,8 @@ def is_successful(state: DeviceState, task: Task) -> bool:
     if kind == "shop_open_site":
         return _site_page(state, p["site"]) is not None
     if kind == "shop_search":
-        page = _site_page(state, p["site"])
-        return page is not None and page["view"] == "results" and page["query"] == normalize_query(p["query"])
+        site = _site_page(state, p["site"])
+        return site is not None and site["view"] == "results" and site["query"] == normalize_query(p["query"])
     if kind == "shop_add_to_cart":
         return any(item["id"] == p["product_id"] for item in state.carts.get(p["site"], []))
     raise ValueError(f"no success check for task kind {kind!r} (task {task.task_id})")

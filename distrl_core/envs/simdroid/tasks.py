@@ -76,7 +76,8 @@ def _sample(rng: random.Random, items: list[Any], count: int) -> list[Any]:
 
 def _held_out(items: Iterable[Any], every: int, offset: int = 0) -> tuple[list[Any], list[Any]]:
     """Deterministic split: every ``every``-th item (from ``offset``) goes to test."""
-    train, test = [], []
+    train: list[Any] = []
+    test: list[Any] = []
     for i, item in enumerate(items):
         (test if i % every == offset else train).append(item)
     return train, test
@@ -228,7 +229,8 @@ def validation_split(family: str | None = None) -> tuple[list[Task], list[Task]]
     The test split holds out phrasings (and parameters); validation mirrors that inside train: the
     first phrasing template of each task kind (``*-train-0``) is held out, so a choice that helps
     on validation helps on unseen phrasings without the test split ever being looked at."""
-    fit, validation = [], []
+    fit: list[Task] = []
+    validation: list[Task] = []
     for task in load_tasks(family, "train"):
         template = str(task.params.get("template", ""))
         held = template.endswith("-0") if template else zlib.crc32(task.task_id.encode()) % 5 == 0

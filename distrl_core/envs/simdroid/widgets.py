@@ -70,7 +70,7 @@ class Screen:
         return next((w for w in self.widgets if w.field == key), None)
 
     def elements(self, state: DeviceState) -> list[UIElement]:
-        out = []
+        out: list[UIElement] = []
         for widget in self.widgets:
             if not (widget.interactive or widget.text or widget.content_desc or widget.checked is not None):
                 continue  # parse_ui_xml drops such nodes too; both sides must number elements alike
