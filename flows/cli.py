@@ -57,7 +57,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from flows.demo import run_demo
 
     params = args.options.build(args)
-    run_demo(**params.model_dump(include=set(args.options.fields)))
+    run_demo(params)
     return 0
 
 

@@ -12,19 +12,16 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flows.embedded import configure_embedded
 
+if TYPE_CHECKING:  # imported for real after configure_embedded: Prefect reads its settings on import
+    from flows.train_local import TrainLocalParams
 
-def run_demo(
-    minutes: float = 6.0,
-    collectors: int = 4,
-    root: str = ".distrl/demo",
-    sync: bool = False,
-    seed: int = 0,
-    base: str | None = None,
-    warm_start_updates: int | None = None,
-) -> dict:
+
+def run_demo(params: TrainLocalParams | None = None, root: str = ".distrl/demo") -> dict:
+    """Run the demo with `params` (the defaults of `TrainLocalParams` when None) under `root`."""
     root_path = Path(root).resolve()
     shutil.rmtree(root_path, ignore_errors=True)  # the demo owns this folder: start from scratch
     configure_embedded(root_path, quiet=True)
@@ -44,19 +41,18 @@ def run_demo(
     from flows.train_local import TrainLocalParams, train_local
     from tasks.evaluation import report_markdown
 
+    if params is None:
+        params = TrainLocalParams()
+    minutes, seed = params.minutes, params.seed
     print(
-        f"DistRL demo (seed {seed}): warm start, then {minutes:g} min of {'synchronous' if sync else 'asynchronous'} A-RIDE "
-        f"with {collectors} collectors on SimDroid (General tasks). Everything goes to {root_path}."
+        f"DistRL demo (seed {seed}): warm start, then {minutes:g} min of {'synchronous' if params.sync else 'asynchronous'} A-RIDE "
+        f"with {params.collectors} collectors on SimDroid (General tasks). Everything goes to {root_path}."
     )
     started = time.monotonic()
     from distrl_core.policy.defaults import describe_defaults
     from tasks.warm_start import policy_config_for
 
-    print(f"Policy: {describe_defaults(policy_config_for(base, seed))}")
-    extra = {} if warm_start_updates is None else {"warm_start_updates": warm_start_updates}
-    params = TrainLocalParams(
-        collectors=collectors, minutes=minutes, sync=sync, base=base, seed=seed, **extra
-    )
+    print(f"Policy: {describe_defaults(policy_config_for(params.base, seed))}")
     result = train_local(params)
     elapsed = time.monotonic() - started
     warm, final = result["warm_start"], result["final"]
