@@ -18,6 +18,7 @@ episodes go through the collector's write path (``steps_to_table`` -> ``ShardWri
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import random
@@ -168,11 +169,15 @@ def faulty_devices(
         device = SimDroidConfig(distractor_prob=0.1, faults=faults)
         # No retries and no waiting: every fault surfaces as a failed reset or step (worst case).
         env_config = SimDroidEnvConfig(
-            device=device, screenshots=False, ui_xml=False, seed=seed + i, reset_retries=0, wait_offline=False
+            device=device,
+            screenshots=False,
+            ui_xml=False,
+            seed=seed + i,
+            reset_retries=0,
+            wait_offline=False,
+            serial=f"faulty-{i}",
         )
-        env = SimDroidEnv(env_config)
-        env.device.serial = f"faulty-{i}"
-        envs.append(env)
+        envs.append(SimDroidEnv(env_config))
     attempts, corrupt, lost, crashed = _collect(
         envs, _tasks(episodes, seed), _hostile_actor(fault_prob, seed), seed, details
     )
@@ -191,9 +196,9 @@ def reset_outage(episodes: int = 400, seed: int = 0, details: dict[str, int] | N
     """One of four devices never resets: it is taken out per batch; no attempt may go unrecorded."""
     baseline = threading.active_count()
     config = SimDroidEnvConfig(screenshots=False, ui_xml=False)
-    envs: list[Any] = [_Rebooting(config)] + [SimDroidEnv(config) for _ in range(ENVS - 1)]
-    for i, env in enumerate(envs):
-        env.device.serial = f"outage-{i}"
+    envs: list[Any] = [_Rebooting(dataclasses.replace(config, serial="outage-0"))] + [
+        SimDroidEnv(dataclasses.replace(config, serial=f"outage-{i}")) for i in range(1, ENVS)
+    ]
     attempts, corrupt, lost, crashed = _collect(
         envs, _tasks(episodes, seed), expert_actor(0.1, seed), seed, details
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 
 from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
@@ -81,8 +82,7 @@ def test_environment_failures_end_episodes_as_env_error_and_the_rollout_goes_on(
 
 class _NeverResets(SimDroidEnv):
     def __init__(self, config, serial: str) -> None:
-        super().__init__(config)
-        self.device.serial = serial
+        super().__init__(dataclasses.replace(config, serial=serial))
         self.resets = 0
 
     def reset(self, task=None, seed=None):
@@ -93,8 +93,7 @@ class _NeverResets(SimDroidEnv):
 def test_an_environment_that_keeps_failing_resets_is_taken_out_and_every_attempt_is_recorded(caplog):
     env_config = SimDroidEnvConfig(screenshots=False, ui_xml=False)
     broken = _NeverResets(env_config, "emulator-5554")
-    healthy = SimDroidEnv(env_config)
-    healthy.device.serial = "emulator-5556"
+    healthy = SimDroidEnv(dataclasses.replace(env_config, serial="emulator-5556"))
     tasks = [f"general-train-{i:04d}" for i in range(0, 60, 6)]
     config = RolloutConfig(max_reset_failures=2, reset_backoff_s=0.0)
     result = run_episodes(expert_actor(0.0, seed=0), tasks, config, envs=[broken, healthy])
@@ -112,8 +111,7 @@ def test_an_environment_that_keeps_failing_resets_is_taken_out_and_every_attempt
 
 
 def test_caller_environments_are_reused_and_recorded():
-    env = SimDroidEnv(SimDroidEnvConfig(screenshots=False, ui_xml=False))
-    env.device.serial = "emulator-5556"
+    env = SimDroidEnv(SimDroidEnvConfig(screenshots=False, ui_xml=False, serial="emulator-5556"))
     result = run_episodes(expert_actor(0.0, seed=0), ["general-train-0000"] * 3, RolloutConfig(), envs=[env])
     assert result.success_rate == 1.0
     assert {r["device_id"] for r in result.rows} == {"emulator-5556"}
