@@ -65,7 +65,7 @@ class StepBatch:
     first instruction when the rows carry no ``task_id`` column.
     """
 
-    steps: list[StepInput]
+    steps: Sequence[StepInput]
     shape: tuple[int, int]
     flat_index: torch.Tensor  # (N,)
     row_first: torch.Tensor  # (B,)
@@ -197,7 +197,8 @@ class StepBatch:
             if flat // cols in per_row:
                 per_row[flat // cols].append(n)
         width = max((len(v) for v in per_row.values()), default=1)
-        steps, flat_index, row_first = [], [], []
+        steps: list[StepInput] = []
+        flat_index, row_first = [], []
         for new_b, b in enumerate(rows):
             row_first.append(len(steps))
             for t, n in enumerate(per_row[b]):
