@@ -84,6 +84,7 @@ def run_one(model: str, args: argparse.Namespace) -> dict:
         Learner,
         LearnerConfig,
         LoopConfig,
+        StepBatch,
         WarmStartConfig,
         collect_demonstrations,
         evaluate_success,
@@ -129,11 +130,11 @@ def run_one(model: str, args: argparse.Namespace) -> dict:
     snapshot = [p.detach().clone() for p in trained]
     timing_learner = Learner(policy, LearnerConfig(mixed_precision=args.bf16))
     if device == "cuda":
-        timing_learner.update(sixteen)  # warm-up (kernel selection, allocator)
+        timing_learner.update(StepBatch.from_rows(sixteen))  # warm-up (kernel selection, allocator)
     _sync(device)
     started = time.perf_counter()
     for _ in range(args.update_repeats):
-        timing_learner.update(sixteen)
+        timing_learner.update(StepBatch.from_rows(sixteen))
     _sync(device)
     update_s = (time.perf_counter() - started) / args.update_repeats
     result |= {

@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -40,18 +41,19 @@ from _common import (
     write_result,
 )
 
+if TYPE_CHECKING:
+    from tasks.stop import StopToken
 
-def emulator_seconds() -> float:
-    """Total sampled emulator latency of the open collectors so far."""
-    from tasks import sessions
+
+def emulator_seconds(run: StopToken) -> float:
+    """Total sampled emulator latency of the run's open collectors so far."""
     from tasks.collector import CollectorSession
 
-    return sum(env.device.virtual_time_s for s in sessions.all_of(CollectorSession) for env in s.envs)
+    return sum(env.device.virtual_time_s for s in run.open_sessions(CollectorSession) for env in s.envs)
 
 
 def run_config(n: int, args: argparse.Namespace) -> dict:
     from flows.train_local import _collector_thread
-    from tasks import sessions
     from tasks.collector import CollectorParams, CollectorSession
     from tasks.stop import StopToken
 
@@ -84,14 +86,14 @@ def run_config(n: int, args: argparse.Namespace) -> dict:
     for thread in threads:
         thread.start()
         time.sleep(0.2)  # as train_local: no burst of flow-run creations on the local API
-    while len(sessions.all_of(CollectorSession)) < n and time.monotonic() - opening < 180:
+    while len(stop.open_sessions(CollectorSession)) < n and time.monotonic() - opening < 180:
         time.sleep(0.1)
     open_s = time.monotonic() - opening
-    collectors_open = len(sessions.all_of(CollectorSession))
+    collectors_open = len(stop.open_sessions(CollectorSession))
     load_before = machine()["loadavg_1_5_15"]
-    t0, emu0 = time.time(), emulator_seconds()
+    t0, emu0 = time.time(), emulator_seconds(stop)
     time.sleep(args.seconds)
-    t1, emu1 = time.time(), emulator_seconds()
+    t1, emu1 = time.time(), emulator_seconds(stop)
     load_during = machine()["loadavg_1_5_15"]
     stop.set()
     for thread in threads:

@@ -13,10 +13,8 @@ import time
 from prefect import flow, get_run_logger
 
 from distrl_core.policy.defaults import configure_threads
-from tasks import sessions
 from tasks.collector import (
     CollectorParams,
-    CollectorSession,
     close_collector,
     collect_episodes,
     flush_shard,
@@ -26,7 +24,7 @@ from tasks.collector import (
 )
 from tasks.mlflow_metrics import start_tracked_run, with_retries
 from tasks.progress import BoundedProgress
-from tasks.stop import StopToken, should_stop
+from tasks.stop import StopToken, find_token, should_stop
 
 MAX_BATCHES_PER_TASK_RUN = 64
 
@@ -75,8 +73,10 @@ def collect(params: CollectorParams | None = None, stop_token: str | None = None
     logger = get_run_logger()
     if stop_token is None:  # a deployment's own process (embedded runs share theirs): act on 1 thread
         logger.info("torch threads for acting: %d", configure_threads("collector"))
-    session_id = open_collector(params)
-    session = sessions.get(session_id, CollectorSession)
+    session = open_collector(params)
+    run = find_token(stop_token)
+    if run is not None:  # the embedded run's progress display counts this collector's episodes
+        run.attach(session)
     session.mlflow_run_id = run_id = start_tracked_run(
         session.registry,
         f"collector-{params.pool}-{params.collector_id}",
@@ -95,22 +95,24 @@ def collect(params: CollectorParams | None = None, stop_token: str | None = None
         while not should_stop(stop_token, deadline):
             if params.max_episodes is not None and session.episodes >= params.max_episodes:
                 break
-            version = poll_policy_version(session_id)
+            version = poll_policy_version(session)
             if version is None:
                 logger.info("no policy version yet for alias %r; waiting", params.policy_alias)
                 time.sleep(2)
                 continue
             if version != session.version:
-                load_policy_version(session_id, version)
+                load_policy_version(session, version)
             left = None if deadline is None else deadline - time.monotonic()
             batches = next_batches(params, seconds_per_batch, session.episodes, left)
-            totals = collect_episodes(session_id, batches, stop_token)
+            totals = collect_episodes(session, batches, stop_token)
             seconds_per_batch = totals["seconds"] / max(1.0, totals["batches"])
             progress.update(session.episodes)
-        flush_shard(session_id)
+        flush_shard(session)
         progress.update(session.episodes, done=True)
     finally:
-        close_collector(session_id)
+        if run is not None:
+            run.detach(session)
+        close_collector(session)
         with_retries(
             lambda: session.registry.client.set_terminated(run_id), "closing the collector's MLflow run"
         )

@@ -8,7 +8,9 @@ version, have something to act with.
 
 from __future__ import annotations
 
+import logging
 import time
+from typing import TypedDict
 
 from prefect import flow, get_run_logger
 
@@ -16,7 +18,6 @@ from distrl_core.learner.warm_start import WarmStartConfig
 from distrl_core.policy.defaults import configure_threads
 from storage.registry import PolicyRegistry
 from storage.replay_config import ReplaySettings
-from tasks import sessions
 from tasks.learner import (
     LearnerParams,
     LearnerSession,
@@ -30,7 +31,7 @@ from tasks.learner import (
 )
 from tasks.mlflow_metrics import with_retries
 from tasks.progress import BoundedProgress
-from tasks.stop import should_stop
+from tasks.stop import find_token, should_stop
 from tasks.warm_start import policy_config_for, warm_start_policy
 
 
@@ -44,6 +45,13 @@ def _run_name() -> str:
     return name + (f"-{params['max_updates']}-updates" if params.get("max_updates") else "")
 
 
+class LearnSummary(TypedDict):
+    updates: int  # the learner's count, resumed ones included
+    published: list[int]  # versions this run published
+    samples_seen: int
+    duty_cycle: float
+
+
 @flow(name="learn", flow_run_name=_run_name)
 def learn(
     params: LearnerParams | None = None,
@@ -52,7 +60,7 @@ def learn(
     bootstrap: bool = True,
     warm_start: WarmStartConfig | None = None,
     base: str | None = None,
-) -> dict[str, float]:
+) -> LearnSummary:
     """Learn from the shards in the store, publishing a version every K updates, until a bound is reached.
 
     Args:
@@ -78,54 +86,83 @@ def learn(
             params.publish_every_updates,
             params.updates_per_block,
         )
-    session_id = open_learner(params, replay)
-    session = sessions.get(session_id, LearnerSession)
-    resumed_at = session.learner.updates  # a restart continues the count; max_updates bounds this run
-    deadline = None if params.max_minutes is None else time.monotonic() + 60 * params.max_minutes
-    progress = BoundedProgress("learner", params.max_updates, params.max_minutes, key="learn")
-    since_publish = 0
-    published = []
-    last_wait_log = 0.0
+    session = open_learner(params, replay)
+    run = find_token(stop_token)
+    if run is not None:  # the embedded run's progress display follows this learner
+        run.attach(session)
     try:
-        while not should_stop(stop_token, deadline):
-            if params.max_updates is not None and session.learner.updates - resumed_at >= params.max_updates:
-                break
-            # Plain calls, not task runs: while the learner waits for data this loop runs every
-            # `idle_sleep_s`, and a task run per idle poll buried the real work in the UI.
-            with_retries(lambda: ingest_shards.fn(session_id), "ingesting shards")
-            waiting = replay_waiting(session_id)
-            if waiting is None:
-                # A block ends where a publish is due (publish_every_updates is honoured exactly).
-                updates = min(params.updates_per_block, params.publish_every_updates - since_publish)
-                if params.max_updates is not None:
-                    updates = min(updates, params.max_updates - session.learner.updates)
-                metrics = train_block(session_id, updates)
-                since_publish += int(metrics["updates"])
-                progress.update(session.learner.updates)
-                if since_publish >= params.publish_every_updates:
-                    published.append(publish_policy(session_id))
-                    checkpoint_replay(session_id)
-                    since_publish = 0
-                if not metrics.get("waiting"):
-                    continue
-            if time.monotonic() - last_wait_log > 30:  # say why the learner idles, not every loop
-                last_wait_log = time.monotonic()
-                logger.info(
-                    "replay not ready (%s): %d steps in %d episodes ingested so far",
-                    waiting or "sample-to-insert ratio or no eligible trajectory",
-                    session.replay.size_steps,
-                    session.replay.episodes,
-                )
-            time.sleep(params.idle_sleep_s)
-        if since_publish:
-            published.append(publish_policy(session_id))
-        progress.update(session.learner.updates, done=True)
+        published = _train_until_stopped(session, stop_token)
         logger.info("learner stopped after %d updates; published %s", session.learner.updates, published)
     finally:
-        close_learner(session_id)
+        if run is not None:
+            run.detach(session)
+        close_learner(session)
     return {
         "updates": session.learner.updates,
         "published": published,
         "samples_seen": session.samples_seen,
         "duty_cycle": session.duty_cycle,
     }
+
+
+def _train_until_stopped(session: LearnerSession, stop_token: str | None) -> list[int]:
+    """Ingest, train and publish until a bound or the stop token; the versions published."""
+    params = session.params
+    resumed_at = session.learner.updates  # a restart continues the count; max_updates bounds this run
+    deadline = None if params.max_minutes is None else time.monotonic() + 60 * params.max_minutes
+    progress = BoundedProgress("learner", params.max_updates, params.max_minutes, key="learn")
+    since_publish = 0
+    published: list[int] = []
+    idle_log = _IdleLog(get_run_logger())
+    while not should_stop(stop_token, deadline):
+        if params.max_updates is not None and session.learner.updates - resumed_at >= params.max_updates:
+            break
+        # Plain calls, not task runs: while the learner waits for data this loop runs every
+        # `idle_sleep_s`, and a task run per idle poll buried the real work in the UI.
+        with_retries(lambda: ingest_shards.fn(session), "ingesting shards")
+        waiting = replay_waiting(session)
+        if waiting is None:
+            metrics = train_block(session, _block_size(session, since_publish))
+            since_publish += int(metrics["updates"])
+            progress.update(session.learner.updates)
+            if since_publish >= params.publish_every_updates:
+                published.append(publish_policy(session))
+                checkpoint_replay(session)
+                since_publish = 0
+            if not metrics.get("waiting"):
+                continue
+        idle_log.waiting(session, waiting)
+        time.sleep(params.idle_sleep_s)
+    if since_publish:
+        published.append(publish_policy(session))
+    progress.update(session.learner.updates, done=True)
+    return published
+
+
+def _block_size(session: LearnerSession, since_publish: int) -> int:
+    """Updates of the next block: it ends where a publish is due (publish_every_updates is honoured
+    exactly), and at max_updates."""
+    params = session.params
+    updates = min(params.updates_per_block, params.publish_every_updates - since_publish)
+    if params.max_updates is not None:
+        updates = min(updates, params.max_updates - session.learner.updates)
+    return updates
+
+
+class _IdleLog:
+    """Says why the learner idles, at most every 30 s (not on every idle loop)."""
+
+    def __init__(self, logger: logging.Logger | logging.LoggerAdapter[logging.Logger]) -> None:
+        self.logger = logger
+        self.last = 0.0
+
+    def waiting(self, session: LearnerSession, reason: str | None) -> None:
+        if time.monotonic() - self.last <= 30:
+            return
+        self.last = time.monotonic()
+        self.logger.info(
+            "replay not ready (%s): %d steps in %d episodes ingested so far",
+            reason or "sample-to-insert ratio or no eligible trajectory",
+            session.replay.size_steps,
+            session.replay.episodes,
+        )

@@ -38,7 +38,6 @@ from tasks.retrain import (
     replay_settings,
     resolve_start_version,
     tag_candidate,
-    updates_done,
     window_summary,
 )
 
@@ -137,7 +136,7 @@ def retrain(params: RetrainParams | None = None) -> dict[str, Any]:
             "no %r version yet: fine-tuning %s (v%d) instead", params.start_policy, resolved_from, start
         )
     window = DayWindow.ending(params.as_of or datetime.now(UTC).date(), params.recent_days)
-    session_id = open_retrain_learner(
+    session = open_retrain_learner(
         params.learner_params(),
         learner_config(params.algorithm, params.seed, params.learner_config),
         replay_settings(params.replay),
@@ -146,7 +145,7 @@ def retrain(params: RetrainParams | None = None) -> dict[str, Any]:
         run_tags={"start_policy": params.start_policy},
     )
     try:
-        data = ingest_shards(session_id) | window_summary(session_id)
+        data = ingest_shards(session) | window_summary(session)
         min_steps = replay_settings(params.replay).min_size_steps
         if data["replay_steps"] < max(1, min_steps):
             raise RetrainDataError(
@@ -155,17 +154,17 @@ def retrain(params: RetrainParams | None = None) -> dict[str, Any]:
                 f"min_size_steps={min_steps}. Widen recent_days, or lower replay.min_size_steps."
             )
         logger.info("window %s: %s", window, data)
-        while (done := updates_done(session_id)) < params.updates:
-            limit_next_block(session_id, params.updates - done)
-            if train_block(session_id).get("waiting"):
+        while (done := session.learner.updates) < params.updates:
+            limit_next_block(session, params.updates - done)
+            if train_block(session).get("waiting"):
                 raise RetrainDataError(
                     f"the replay stopped serving samples after {done} updates (all trajectories older than "
                     "replay.max_policy_lag, or a sample-to-insert limit set in replay): a retrain trains on a "
                     "fixed window, so waiting would never end. Raise max_policy_lag or unset samples_per_insert."
                 )
-        candidate = publish_policy(session_id)
+        candidate = publish_policy(session)
     finally:
-        close_learner(session_id)
+        close_learner(session)
     tags = tag_candidate(candidate, str(window))
     logger.info("published candidate v%d (from v%d, %s)", candidate, start, tags)
 

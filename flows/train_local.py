@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any
 
 from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field
@@ -19,7 +20,6 @@ from flows.collect import collect
 from flows.learn import learn
 from storage.registry import PolicyRegistry
 from storage.replay_config import ReplaySettings
-from tasks import sessions
 from tasks.collector import (
     CollectorParams,
     CollectorSession,
@@ -32,7 +32,6 @@ from tasks.collector import (
 from tasks.evaluation import evaluate_version, record_evaluation
 from tasks.learner import (
     LearnerParams,
-    LearnerSession,
     close_learner,
     ingest_shards,
     open_learner,
@@ -139,11 +138,17 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
         update={"max_minutes": params.minutes, "store_uri": params.store_uri, "seed": params.seed}
         | ({"background_ingest": False} if params.sync else {})
     )
-    monitor = ProgressMonitor(enabled=show_progress)
+    # The run's handle: its stop flag, and the sessions (opened by its flow runs) the monitor reads.
+    run = StopToken()
+    monitor = ProgressMonitor(run, enabled=show_progress)
     started = time.monotonic()
-    with monitor:
-        outcome = _run_sync(params, learner_params) if params.sync else _run_async(params, learner_params)
-    final = registry.resolve("latest")
+    try:
+        with monitor:
+            run_phase = _run_sync if params.sync else _run_async
+            outcome = run_phase(params, learner_params, run)
+    finally:
+        run.close()
+    final = registry.resolve("latest") or warm  # there is one: the warm start at least
     report = evaluate_version(final, family=params.family) if params.evaluate else None
     if report is not None:
         report["promoted"] = record_evaluation(report)
@@ -157,9 +162,8 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
     }
 
 
-def _run_async(params: TrainLocalParams, learner_params: LearnerParams) -> dict:
-    stop = StopToken()
-    results: dict[str, object] = {}
+def _run_async(params: TrainLocalParams, learner_params: LearnerParams, stop: StopToken) -> dict[str, Any]:
+    results: dict[str, Any] = {}
     threads = [
         threading.Thread(
             target=_collector_thread,
@@ -180,7 +184,7 @@ def _run_async(params: TrainLocalParams, learner_params: LearnerParams) -> dict:
     # Starting a flow run takes seconds under load: let every collector open before the clock of
     # the learner starts, so that a short run still hears from all of them.
     deadline = time.monotonic() + 120
-    while len(sessions.all_of(CollectorSession)) < params.collectors and time.monotonic() < deadline:
+    while len(stop.open_sessions(CollectorSession)) < params.collectors and time.monotonic() < deadline:
         time.sleep(0.2)
     results["rl_started_at"] = time.time()  # the learner's clock: the same budget as a sync run
     try:
@@ -189,11 +193,12 @@ def _run_async(params: TrainLocalParams, learner_params: LearnerParams) -> dict:
         stop.set()
         for thread in threads:
             thread.join()
-        stop.close()
     return results
 
 
-def _collector_thread(params: CollectorParams, stop: StopToken, results: dict, attempts: int = 3) -> None:
+def _collector_thread(
+    params: CollectorParams, stop: StopToken, results: dict[str, Any], attempts: int = 3
+) -> None:
     """One collector flow run; started again if it fails while the run goes on (as a worker would)."""
     for attempt in range(1, attempts + 1):
         try:
@@ -216,43 +221,47 @@ def _collector_thread(params: CollectorParams, stop: StopToken, results: dict, a
             time.sleep(2.0 * attempt)
 
 
-def _run_sync(params: TrainLocalParams, learner_params: LearnerParams) -> dict:
+def _run_sync(params: TrainLocalParams, learner_params: LearnerParams, run: StopToken) -> dict[str, Any]:
     """Barrier rounds: all collectors run a batch, then the learner trains while they wait."""
-    collector_ids = [open_collector(_collector_params(params, i)) for i in range(params.collectors)]
+    collectors = [open_collector(_collector_params(params, i)) for i in range(params.collectors)]
     rl_started_at = time.time()
-    learner_id = open_learner(learner_params, params.replay)
-    learner = sessions.get(learner_id, LearnerSession)
+    learner = open_learner(learner_params, params.replay)
+    for session in (*collectors, learner):
+        run.attach(session)
     deadline = time.monotonic() + 60 * params.minutes
     rounds, waiting_s = 0, 0.0
 
-    def collector_round(cid: str, version: int) -> None:
+    def collector_round(collector: CollectorSession, version: int) -> None:
         # Each collector loads the new version itself, as the async collectors do.
-        if sessions.get(cid, CollectorSession).version != version:
-            load_policy_version(cid, version)
-        collect_episode_batch(cid)
-        flush_shard(cid)
+        if collector.version != version:
+            load_policy_version(collector, version)
+        collect_episode_batch(collector)
+        flush_shard(collector)
 
     try:
         while time.monotonic() < deadline:
             batch_started = time.monotonic()
             threads = [
-                threading.Thread(target=collector_round, args=(cid, learner.version)) for cid in collector_ids
+                threading.Thread(target=collector_round, args=(collector, learner.version))
+                for collector in collectors
             ]
             for thread in threads:
                 thread.start()
             for thread in threads:
                 thread.join()
             waiting_s += time.monotonic() - batch_started  # the learner idles during collection
-            ingest_shards(learner_id)
+            ingest_shards(learner)
             for _ in range(max(1, learner_params.publish_every_updates // learner_params.updates_per_block)):
-                train_block(learner_id)
-            publish_policy(learner_id)
+                train_block(learner)
+            publish_policy(learner)
             rounds += 1
         timing = learner.timing()
     finally:
-        for cid in collector_ids:
-            close_collector(cid)
-        close_learner(learner_id)
+        for session in (*collectors, learner):
+            run.detach(session)
+        for collector in collectors:
+            close_collector(collector)
+        close_learner(learner)
     return {
         "rounds": rounds,
         "learner_idle_s": waiting_s,

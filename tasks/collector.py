@@ -4,8 +4,9 @@ Each task does one thing a person may want to see or retry in the Prefect UI: lo
 version, run some batches of episodes (appended to the collector's shard buffer), flush the
 buffer. A task run spans ~`task_run_seconds` of batches, not one batch: a task run per batch was
 ~1 per second per collector, a line of dust in the UI and a write load that locked the Prefect
-server's SQLite. The collector's environments, policy and buffer live in a session in the flow's
-process (see `tasks.sessions`); tasks exchange only ids, version numbers and small stats.
+server's SQLite. The collector's environments, policy and buffer live in a `CollectorSession` in
+the flow's process, handed to each task as its argument; tasks return only version numbers and
+small stats.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import logging
 import math
 import random
 import time
+import uuid
 from collections import deque
-from dataclasses import dataclass, field
+from typing import Any
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -26,13 +28,12 @@ from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
 from distrl_core.envs.simdroid.device import SimDroidConfig
 from distrl_core.envs.simdroid.faults import FaultConfig
 from distrl_core.envs.simdroid.tasks import load_tasks
-from distrl_core.policy import load_policy
+from distrl_core.policy import Policy, load_policy
 from distrl_core.rollout import RolloutConfig, run_episodes
 from storage.registry import PolicyRegistry
 from storage.schema import steps_to_table
 from storage.shards import ShardWriter, ShardWriterConfig
 from storage.store import open_store
-from tasks import sessions
 from tasks.mlflow_metrics import log_metrics, with_retries
 from tasks.stop import should_stop
 
@@ -82,29 +83,41 @@ class CollectorParams(BaseModel):
     seed: int = Field(0, description="Seeds task sampling and episode randomness.")
 
 
-@dataclass
 class CollectorSession:
-    params: CollectorParams
-    writer: ShardWriter
-    registry: PolicyRegistry
-    envs: list
-    policy: object | None = None
-    version: int | None = None
-    episodes: int = 0
-    steps: int = 0
-    successes: int = 0
-    broken: int = 0
-    started: float = field(default_factory=time.monotonic)
-    rng: random.Random = field(default_factory=random.Random)
-    recent: deque = field(default_factory=lambda: deque(maxlen=ROLLING_EPISODES))  # last outcomes
-    mlflow_run_id: str | None = None  # the collector's MLflow run (metrics per batch), if any
+    """A collector's environments, policy and shard buffer, open for the length of one flow run; its
+    tasks take it as an argument (a plain class, as `LearnerSession`: Prefect takes it as one value)."""
+
+    def __init__(
+        self,
+        params: CollectorParams,
+        writer: ShardWriter,
+        registry: PolicyRegistry,
+        envs: list[Any],
+        rng: random.Random | None = None,
+    ) -> None:
+        # Unique per opening, recorded as the `run_id` of every row the collector writes.
+        self.id = f"collector-{params.pool}-{params.collector_id}-{uuid.uuid4().hex[:10]}"
+        self.params = params
+        self.writer = writer
+        self.registry = registry
+        self.envs = envs
+        self.rng = rng or random.Random()
+        self.policy: Policy | None = None
+        self.version: int | None = None
+        self.episodes = 0
+        self.steps = 0
+        self.successes = 0
+        self.broken = 0
+        self.started = time.monotonic()
+        self.recent: deque[bool] = deque(maxlen=ROLLING_EPISODES)  # last outcomes
+        self.mlflow_run_id: str | None = None  # the collector's MLflow run (metrics per batch), if any
 
     @property
     def rolling_success(self) -> float:
         return sum(self.recent) / len(self.recent) if self.recent else 0.0
 
 
-def open_collector(params: CollectorParams) -> str:
+def open_collector(params: CollectorParams) -> CollectorSession:
     if params.env_kind not in ("sim", "adb"):
         raise ValueError(f"env_kind={params.env_kind!r}: use 'sim' or 'adb'")
     if params.env_kind == "adb" and not params.serials:
@@ -120,17 +133,14 @@ def open_collector(params: CollectorParams) -> str:
         ),
     )
     rng = random.Random(params.seed)
-    session = CollectorSession(params, writer, PolicyRegistry(), _make_envs(params, rng), rng=rng)
-    return sessions.register(session, f"collector-{params.pool}-{params.collector_id}")
+    return CollectorSession(params, writer, PolicyRegistry(), _make_envs(params, rng), rng=rng)
 
 
-def close_collector(session_id: str) -> None:
-    session = sessions.close(session_id)
-    if session is not None:
-        session.writer.close()
+def close_collector(session: CollectorSession) -> None:
+    session.writer.close()
 
 
-def _make_envs(params: CollectorParams, rng: random.Random) -> list:
+def _make_envs(params: CollectorParams, rng: random.Random) -> list[Any]:
     """The collector's environments, kept for its lifetime (emulators are slow to set up)."""
     if params.env_kind == "sim":
         return [
@@ -144,7 +154,7 @@ def _make_envs(params: CollectorParams, rng: random.Random) -> list:
     from distrl_core.envs.adb.env import simdroid_success_check, simdroid_task_loader
     from distrl_core.evaluators.adb_checks import adb_rule_success_check
 
-    hooks = (
+    hooks: dict[str, Any] = (
         {"task_loader": simdroid_task_loader, "success_check": simdroid_success_check, "settle_delay_s": 0.0}
         if params.adb_fake_server
         else {"success_check": adb_rule_success_check, "reset_commands": ["input keyevent KEYCODE_HOME"]}
@@ -186,21 +196,19 @@ def _env_config(params: CollectorParams, seed: int, serial: str) -> SimDroidEnvC
     return SimDroidEnvConfig(device=device, screenshots=False, ui_xml=False, seed=seed, serial=serial)
 
 
-def poll_policy_version(session_id: str) -> int | None:
+def poll_policy_version(session: CollectorSession) -> int | None:
     """The version the followed alias points at now (one cheap registry call).
 
     Deliberately not a task run: it happens before every batch, nobody needs to see or retry it on
     its own, and as a task it doubled a collector's task runs, which a SQLite-backed Prefect server
     answered with 503s under load. Swapping a version in (`load_policy_version`) stays a task.
     """
-    session = sessions.get(session_id, CollectorSession)
     return with_retries(lambda: session.registry.resolve(session.params.policy_alias), "polling the registry")
 
 
 @task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE, task_run_name="load v{version}")
-def load_policy_version(session_id: str, version: int) -> int:
+def load_policy_version(session: CollectorSession, version: int) -> int:
     """Fetch a version (cached locally) and swap it in; episodes already running are not touched."""
-    session = sessions.get(session_id, CollectorSession)
     fetched = session.registry.fetch(version)
     session.policy = load_policy(fetched.path).eval()
     session.version = version
@@ -209,31 +217,32 @@ def load_policy_version(session_id: str, version: int) -> int:
 
 
 @task(cache_policy=NO_CACHE, task_run_name="collect one batch")
-def collect_episode_batch(session_id: str) -> dict[str, float]:
+def collect_episode_batch(session: CollectorSession) -> dict[str, float]:
     """Run one batch of episodes with the current policy and buffer them for the next shard."""
-    return run_batch(session_id)
+    return run_batch(session)
 
 
 def _collect_run_name() -> str:
     from prefect.runtime import task_run
 
     params = task_run.get_parameters()
-    session = sessions.get(params["session_id"], CollectorSession)
+    session: CollectorSession = params["session"]
     return f"collect {params['batches'] * session.params.episodes_per_batch} episodes (v{session.version})"
 
 
 @task(cache_policy=NO_CACHE, task_run_name=_collect_run_name)
-def collect_episodes(session_id: str, batches: int, stop_token: str | None = None) -> dict[str, float]:
+def collect_episodes(
+    session: CollectorSession, batches: int, stop_token: str | None = None
+) -> dict[str, float]:
     """`batches` batches with the current policy, as the task run's name says (fewer only when an
     embedded run's stop token is set); a version published meanwhile is swapped in by the flow
     after this task run. One log line and one MLflow metrics row per batch."""
-    session = sessions.get(session_id, CollectorSession)
     logger = get_run_logger()
     totals = dict.fromkeys(("episodes", "successes", "steps", "broken_episodes", "seconds", "batches"), 0.0)
     for i in range(batches):
         if i and should_stop(stop_token, None):
             break
-        stats = run_batch(session_id)
+        stats = run_batch(session)
         for key in totals.keys() - {"batches"}:
             totals[key] += stats[key]
         totals["batches"] += 1
@@ -260,9 +269,8 @@ def collect_episodes(session_id: str, batches: int, stop_token: str | None = Non
     return totals | {"policy_version": float(session.version or 0)}
 
 
-def run_batch(session_id: str) -> dict[str, float]:
+def run_batch(session: CollectorSession) -> dict[str, float]:
     """One batch of episodes with the current policy, buffered for the next shard (not a task run)."""
-    session = sessions.get(session_id, CollectorSession)
     if session.policy is None or session.version is None:
         raise RuntimeError("no policy loaded yet; publish one (the learner or `distrl warm-start` does)")
     params = session.params
@@ -271,7 +279,7 @@ def run_batch(session_id: str) -> dict[str, float]:
     config = RolloutConfig(
         parallel_envs=len(session.envs),
         seed=session.rng.getrandbits(31),
-        run_id=session_id,
+        run_id=session.id,
         pool=params.pool,
         collector_id=params.collector_id,
         policy_version=session.version,
@@ -302,8 +310,7 @@ def run_batch(session_id: str) -> dict[str, float]:
 
 
 @task(retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE, task_run_name="flush shard")
-def flush_shard(session_id: str) -> str | None:
+def flush_shard(session: CollectorSession) -> str | None:
     """Write the buffered episodes as one shard; the buffer survives a failure and is retried."""
-    session = sessions.get(session_id, CollectorSession)
     path = session.writer.flush()
     return session.writer.store.url(path) if path else None

@@ -117,10 +117,8 @@ def record_evaluation(report: dict, min_improvement: float = 0.0) -> bool:
         registry.name, str(version), HELDOUT_TAG, f"{report['success']:.6f}"
     )
     champion = registry.resolve(CHAMPION)
-    champion_score = None
-    if champion is not None:
-        champion_score = float(registry.tags(champion).get(HELDOUT_TAG, "-1"))
-    promoted = champion is None or report["success"] > champion_score + min_improvement
+    champion_score = None if champion is None else float(registry.tags(champion).get(HELDOUT_TAG, "-1"))
+    promoted = champion_score is None or report["success"] > champion_score + min_improvement
     if promoted:
         registry.set_alias(CHAMPION, version)
     previous = "none" if champion is None else f"v{champion} at {champion_score:.1%}"

@@ -1,8 +1,9 @@
 """Learner tasks: ingest new shards, train a block of updates, publish a version, persist priorities.
 
-The replay (DuckDB) and the learner (model + optimisers) live in a session in the flow's process.
-A task run is a block of work a person wants to see and retry: one ingest scan, K updates, one
-publish; never a single update.
+The replay (DuckDB) and the learner (model + optimisers) live in a `LearnerSession` in the flow's
+process, handed to each task as its argument (the tasks use `cache_policy=NO_CACHE`, so Prefect
+neither hashes nor stores it). A task run is a block of work a person wants to see and retry: one
+ingest scan, K updates, one publish; never a single update.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import tempfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import get_args
 
@@ -21,12 +23,12 @@ from pydantic import BaseModel, Field, model_validator
 
 from distrl_core.learner.config import Algorithm, LearnerConfig
 from distrl_core.learner.learner import Learner
+from distrl_core.learner.step import Draw, train_step
 from distrl_core.policy import load_policy, save_policy
 from storage.registry import PolicyRegistry
 from storage.replay import Replay, ReplayNotReady, SampleBatch
 from storage.replay_config import ReplaySettings
 from storage.store import open_store
-from tasks import sessions
 from tasks.mlflow_metrics import log_metrics, start_tracked_run, with_retries
 
 log = logging.getLogger(__name__)
@@ -68,42 +70,29 @@ class LearnerParams(BaseModel):
 
 
 @dataclass
-class LearnerSession:
-    params: LearnerParams
-    replay: Replay
-    learner: Learner
-    registry: PolicyRegistry
-    run_id: str
-    version: int
-    samples_seen: int = 0
+class LearnerTiming:
+    """Where a learner's wall-clock went since it opened (seconds; `started` and `first_update_at`
+    on the monotonic clock)."""
+
     busy_s: float = 0.0  # inside updates: forward, backward, optimiser steps, priority write-back
     sample_s: float = 0.0  # waiting for a batch from the replay (not counted as busy)
     ingest_s: float = 0.0  # ingesting while the learner waits (not in the background)
     background_ingest_s: float = 0.0
     publish_s: float = 0.0  # publishing versions and checkpointing priorities
     started: float = field(default_factory=time.monotonic)
-    first_update_at: float | None = None  # monotonic; the replay reached its minimum size
-    prefetch: Future | None = None  # the next batch, drawn while the current update runs
-    sampler: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="replay-prefetch")
-    )
-    ingesting: Future | None = None  # the background scan (background_ingest)
-    last_ingest: dict[str, int] = field(default_factory=dict)
-    ingester: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="replay-ingest")
-    )
+    first_update_at: float | None = None  # the replay reached its minimum size
 
     @property
     def duty_cycle(self) -> float:
-        """Fraction of the learner's wall-clock since it opened spent updating (warm-up included)."""
+        """Fraction of the wall-clock since the learner opened spent updating (warm-up included)."""
         return self.busy_s / max(1e-9, time.monotonic() - self.started)
 
-    def timing(self) -> dict[str, float]:
-        """Where the learner's wall-clock went; `steady_duty_cycle` leaves out the replay's warm-up."""
+    def report(self, updates: int) -> dict[str, float]:
+        """The counters and duty cycles; `steady_duty_cycle` leaves out the replay's warm-up."""
         now = time.monotonic()
         first = self.first_update_at if self.first_update_at is not None else now
         return {
-            "updates": float(self.learner.updates),
+            "updates": float(updates),
             "wall_s": now - self.started,
             "busy_s": self.busy_s,
             "sample_s": self.sample_s,
@@ -116,6 +105,50 @@ class LearnerSession:
         }
 
 
+class LearnerSession:
+    """A learner's replay, model and registry, open for the length of one flow run; its tasks
+    take it as an argument.
+
+    A plain class rather than a dataclass on purpose: Prefect walks a dataclass argument field by
+    field looking for upstream results, while it takes this as one value.
+    """
+
+    def __init__(
+        self,
+        params: LearnerParams,
+        replay: Replay,
+        learner: Learner,
+        registry: PolicyRegistry,
+        run_id: str,
+        version: int,
+        *,
+        clock: LearnerTiming | None = None,
+    ) -> None:
+        self.params = params
+        self.replay = replay
+        self.learner = learner
+        self.registry = registry
+        self.run_id = run_id  # the learner's MLflow run
+        self.version = version  # the registry version its weights were last published as
+        self.samples_seen = 0
+        self.clock = clock or LearnerTiming()
+        # The next batch, drawn while the current update runs.
+        self.prefetch: Future[SampleBatch] | None = None
+        self.sampler = ThreadPoolExecutor(1, thread_name_prefix="replay-prefetch")
+        # The background scan (background_ingest), and the last finished scan's report.
+        self.ingesting: Future[dict[str, int]] | None = None
+        self.last_ingest: dict[str, int] = {}
+        self.ingester = ThreadPoolExecutor(1, thread_name_prefix="replay-ingest")
+
+    @property
+    def duty_cycle(self) -> float:
+        return self.clock.duty_cycle
+
+    def timing(self) -> dict[str, float]:
+        """Where the learner's wall-clock went (`LearnerTiming.report`)."""
+        return self.clock.report(self.learner.updates)
+
+
 def open_learner(
     params: LearnerParams,
     replay_settings: ReplaySettings | None = None,
@@ -124,7 +157,7 @@ def open_learner(
     config: LearnerConfig | None = None,
     role: str = "learner",
     run_tags: dict[str, str] | None = None,
-) -> str:
+) -> LearnerSession:
     """Resume from the newest published version (there must be one: warm start publishes version 1),
     or start from `start_version` (the `retrain` flow starts from `champion`)."""
     registry = PolicyRegistry()
@@ -144,7 +177,7 @@ def open_learner(
     session = LearnerSession(params, replay, learner, registry, run_id, latest)
     if start_version is None:  # a restart, not a fine-tune that counts its own updates (retrain)
         _resume_counters(session, fetched.tags)
-    return sessions.register(session, role)
+    return session
 
 
 def _resume_counters(session: LearnerSession, tags: dict[str, str]) -> None:
@@ -162,23 +195,18 @@ def _params_for_mlflow(params: LearnerParams, config: LearnerConfig) -> dict[str
     return values | {f"flow.{k}": v for k, v in params.model_dump().items() if k != "store_uri"}
 
 
-def close_learner(session_id: str) -> None:
-    session = sessions.close(session_id)
-    if session is not None:
-        session.sampler.shutdown(wait=True, cancel_futures=True)
-        session.ingester.shutdown(wait=True, cancel_futures=True)
-        session.replay.checkpoint()
-        session.replay.close()
-        with_retries(
-            lambda: session.registry.client.set_terminated(session.run_id), "closing the learner's run"
-        )
+def close_learner(session: LearnerSession) -> None:
+    session.sampler.shutdown(wait=True, cancel_futures=True)
+    session.ingester.shutdown(wait=True, cancel_futures=True)
+    session.replay.checkpoint()
+    session.replay.close()
+    with_retries(lambda: session.registry.client.set_terminated(session.run_id), "closing the learner's run")
 
 
 @task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE, task_run_name="ingest shards")
-def ingest_shards(session_id: str) -> dict[str, int]:
+def ingest_shards(session: LearnerSession) -> dict[str, int]:
     """Ingest shards written since the last scan (bad ones are quarantined); with `background_ingest`,
     start a scan unless one is running, and report the last finished one (its error, if it failed)."""
-    session = sessions.get(session_id, LearnerSession)
     replay = session.replay
     if not session.params.background_ingest:
         report = _ingest(session, background=False)
@@ -198,17 +226,16 @@ def _train_block_name() -> str:
     from prefect.runtime import task_run
 
     params = task_run.get_parameters()
-    session = sessions.get(params["session_id"], LearnerSession)
+    session: LearnerSession = params["session"]
     first = session.learner.updates + 1
     count = params.get("updates") or session.params.updates_per_block
     return f"train_block {first}–{first + count - 1}"
 
 
-def replay_waiting(session_id: str) -> str | None:
+def replay_waiting(session: LearnerSession) -> str | None:
     """Why the replay cannot give a batch now, or None when it can (the batch drawn to find out is
     kept for the next update). A plain call: the learner polls it while idle, and an idle poll is
     not something to see or retry in the UI."""
-    session = sessions.get(session_id, LearnerSession)
     if session.prefetch is not None:
         return None
     try:
@@ -221,29 +248,23 @@ def replay_waiting(session_id: str) -> str | None:
 
 
 @task(cache_policy=NO_CACHE, task_run_name=_train_block_name)
-def train_block(session_id: str, updates: int | None = None) -> dict[str, float]:
+def train_block(session: LearnerSession, updates: int | None = None) -> dict[str, float]:
     """Up to `updates` updates (default `updates_per_block`); stops early (status 'waiting') when
     the replay is not ready."""
-    session = sessions.get(session_id, LearnerSession)
-    params, replay, learner = session.params, session.replay, session.learner
-    done, metrics = 0, {}
-    for _ in range(updates or params.updates_per_block):
+    replay, learner = session.replay, session.learner
+    sample = partial(_next_draw, session)
+    done = 0
+    metrics: dict[str, float] = {}
+    for _ in range(updates or session.params.updates_per_block):
         try:
-            batch = _next_batch(session)
+            step = train_step(learner, sample, replay.update_priorities)
         except ReplayNotReady as exc:
             return {"updates": done, "waiting": 1.0, **metrics} | {
                 "reason_code": 1.0 if "min_size" in exc.reason else 2.0
             }
-        if session.first_update_at is None:
-            session.first_update_at = time.monotonic()
-        # Draw the next batch while this one trains (the replay is thread-safe): the learner does
-        # not wait on DuckDB, at the price of priorities one update stale, as in Ape-X's learner.
-        session.prefetch = session.sampler.submit(_draw, session)
-        started = time.perf_counter()
-        metrics, priorities = learner.update(batch.steps, batch.is_weights)
-        replay.update_priorities(batch.slots, priorities)
-        session.busy_s += time.perf_counter() - started
-        session.samples_seen += batch.steps.num_rows
+        session.clock.busy_s += step.update_s
+        session.samples_seen += step.steps
+        metrics = step.metrics
         done += 1
     metrics = {k: float(v) for k, v in metrics.items()} | {
         "updates": float(done),
@@ -261,9 +282,9 @@ def _ingest(session: LearnerSession, background: bool) -> dict[str, int]:
     started = time.perf_counter()
     report = session.replay.ingest().__dict__
     if background:
-        session.background_ingest_s += time.perf_counter() - started
+        session.clock.background_ingest_s += time.perf_counter() - started
     else:
-        session.ingest_s += time.perf_counter() - started
+        session.clock.ingest_s += time.perf_counter() - started
     session.last_ingest = report
     return report
 
@@ -273,6 +294,17 @@ def _draw(session: LearnerSession) -> SampleBatch:
     return session.replay.sample(params.batch_size, beta=session.learner.beta_at(), window=params.window)
 
 
+def _next_draw(session: LearnerSession) -> Draw:
+    """The next batch to train on; the one after it starts drawing now."""
+    batch = _next_batch(session)
+    if session.clock.first_update_at is None:
+        session.clock.first_update_at = time.monotonic()
+    # Draw the next batch while this one trains (the replay is thread-safe): the learner does
+    # not wait on DuckDB, at the price of priorities one update stale, as in Ape-X's learner.
+    session.prefetch = session.sampler.submit(_draw, session)
+    return Draw(batch.slots, batch.steps, batch.is_weights)
+
+
 def _next_batch(session: LearnerSession) -> SampleBatch:
     """The prefetched batch, or a fresh draw; the learner's wait for it counts as sampling time."""
     pending, session.prefetch = session.prefetch, None
@@ -280,13 +312,13 @@ def _next_batch(session: LearnerSession) -> SampleBatch:
     try:
         return pending.result() if pending is not None else _draw(session)
     finally:
-        session.sample_s += time.perf_counter() - waiting
+        session.clock.sample_s += time.perf_counter() - waiting
 
 
 def _publish_name() -> str:
     from prefect.runtime import task_run
 
-    session = sessions.get(task_run.get_parameters()["session_id"], LearnerSession)
+    session: LearnerSession = task_run.get_parameters()["session"]
     try:  # the number the registry will give, unless another learner publishes meanwhile
         return f"publish v{(session.registry.resolve('latest') or 0) + 1}"
     except Exception:
@@ -294,9 +326,8 @@ def _publish_name() -> str:
 
 
 @task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE, task_run_name=_publish_name)
-def publish_policy(session_id: str) -> int:
+def publish_policy(session: LearnerSession) -> int:
     """Save the current weights as a new registry version and point the learner and replay at it."""
-    session = sessions.get(session_id, LearnerSession)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "policy"
@@ -318,16 +349,15 @@ def publish_policy(session_id: str) -> int:
     session.version = version
     session.learner.policy_version = version
     session.replay.set_policy_version(version)
-    session.publish_s += time.perf_counter() - started
+    session.clock.publish_s += time.perf_counter() - started
     log.info("published version %d after %d updates", version, session.learner.updates)
     return version
 
 
 @task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE, task_run_name="checkpoint priorities")
-def checkpoint_replay(session_id: str) -> str:
+def checkpoint_replay(session: LearnerSession) -> str:
     """Persist trajectory priorities to the store (a restarted learner resumes them)."""
-    session = sessions.get(session_id, LearnerSession)
     started = time.perf_counter()
     path = session.replay.checkpoint()
-    session.publish_s += time.perf_counter() - started
+    session.clock.publish_s += time.perf_counter() - started
     return session.replay.store.url(path)

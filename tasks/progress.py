@@ -7,10 +7,15 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
+from uuid import UUID
 
-from tasks import sessions
 from tasks.collector import CollectorSession
 from tasks.learner import LearnerSession
+from tasks.stop import StopToken
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 log = logging.getLogger(__name__)
 
@@ -30,29 +35,33 @@ class Sample:
 
 
 class ProgressMonitor:
-    """Polls the open sessions every `period_s`; prints a rich progress bar when enabled."""
+    """Polls the sessions open under a run's token every `period_s`; prints a rich progress bar when
+    enabled."""
 
-    def __init__(self, enabled: bool = True, period_s: float = 1.0, window: int = 30) -> None:
+    def __init__(self, run: StopToken, enabled: bool = True, period_s: float = 1.0, window: int = 30) -> None:
+        self.run = run
         self.enabled = enabled
         self.period_s = period_s
         self.history: list[Sample] = []
         self._recent: deque[tuple[int, int]] = deque(maxlen=window)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="progress", daemon=True)
-        self._progress = None
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> ProgressMonitor:
         if self.enabled:
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self._progress = Progress(
+            progress = Progress(
                 TextColumn("[bold]RL[/bold]"),
                 BarColumn(),
                 TextColumn("{task.description}"),
                 TimeElapsedColumn(),
             )
-            self._progress.start()
-            self._task = self._progress.add_task("starting", total=None)
+            progress.start()
+            self._task = progress.add_task("starting", total=None)
+            self._progress = progress
         self._started = time.monotonic()
         self._thread.start()
         return self
@@ -69,8 +78,8 @@ class ProgressMonitor:
             self.sample()
 
     def sample(self) -> Sample:
-        collectors = sessions.all_of(CollectorSession)
-        learners = sessions.all_of(LearnerSession)
+        collectors = self.run.open_sessions(CollectorSession)
+        learners = self.run.open_sessions(LearnerSession)
         prev = self.history[-1] if self.history else Sample(0.0, 0, 0, 0.0, 0, 0, 0)
         # Sessions close at the end of a run: never let the totals fall back.
         episodes = max(sum(c.episodes for c in collectors), prev.episodes)
@@ -93,7 +102,7 @@ class ProgressMonitor:
             learner_timing=timing or prev.learner_timing,
         )
         self.history.append(sample)
-        if self._progress is not None:
+        if self._progress is not None and self._task is not None:
             self._progress.update(
                 self._task,
                 description=(
@@ -118,7 +127,7 @@ class BoundedProgress:
         self.period_s = period_s
         self.started = time.monotonic()
         self._last = 0.0
-        self.artifact_id = None
+        self.artifact_id: UUID | None = None
         if max_count is None and max_minutes is None:
             return
         from prefect.artifacts import create_progress_artifact
@@ -126,9 +135,11 @@ class BoundedProgress:
         bound = f"{max_count} {'episodes' if what == 'collector' else 'updates'}" if max_count else ""
         bound = bound or f"{max_minutes:g} minutes"
         try:
-            self.artifact_id = create_progress_artifact(
+            created = create_progress_artifact(
                 0.0, key=_artifact_key(key), description=f"{what}: progress towards {bound}"
             )
+            # async_dispatch types the result as UUID or a coroutine; a synchronous caller gets the UUID.
+            self.artifact_id = cast(UUID, created)
         except Exception as exc:  # a progress bar never stops a run
             log.warning("no progress artifact (%s)", exc)
 

@@ -27,7 +27,6 @@ from distrl_core.learner.config import LearnerConfig
 from storage.catalog import Catalog, ShardInfo
 from storage.registry import CHAMPION, LATEST, PolicyRegistry
 from storage.replay_config import ReplaySettings
-from tasks import sessions
 from tasks.evaluation import HELDOUT_TAG
 from tasks.learner import LearnerParams, LearnerSession, open_learner
 
@@ -87,7 +86,8 @@ def learner_config(algorithm: str, seed: int, overrides: dict[str, Any]) -> Lear
         raise ValueError(f"learner_config: unknown field(s) {unknown}; LearnerConfig has {sorted(known)}")
     if {"algorithm", "seed"} & set(overrides):
         raise ValueError("learner_config: set `algorithm` and `seed` as retrain parameters, not overrides")
-    return LearnerConfig(**({"algorithm": algorithm, "seed": seed} | overrides))
+    values: dict[str, Any] = {"algorithm": algorithm, "seed": seed} | overrides  # names checked above
+    return LearnerConfig(**values)
 
 
 def replay_settings(overrides: dict[str, Any]) -> ReplaySettings:
@@ -140,33 +140,28 @@ def open_retrain_learner(
     start_version: int,
     window: DayWindow,
     run_tags: dict[str, str] | None = None,
-) -> str:
+) -> LearnerSession:
     """A learner session on `start_version`'s weights whose replay ingests only `window`, in an
     MLflow run of its own (tagged `role=retrain`)."""
     tags = {"retrain_window": str(window)} | (run_tags or {})
-    session_id = open_learner(
+    session = open_learner(
         params, replay, start_version=start_version, config=config, role="retrain", run_tags=tags
     )
-    buffer = sessions.get(session_id, LearnerSession).replay
+    buffer = session.replay
     buffer.catalog = WindowCatalog(buffer.catalog, window)  # before the first scan: nothing else is read
-    return session_id
+    return session
 
 
-def window_summary(session_id: str) -> dict[str, int]:
+def window_summary(session: LearnerSession) -> dict[str, int]:
     """Shards the window left out so far (outside it, or with no date partition)."""
-    catalog = sessions.get(session_id, LearnerSession).replay.catalog
+    catalog = session.replay.catalog
     if not isinstance(catalog, WindowCatalog):
-        raise TypeError(f"session {session_id} was not opened by open_retrain_learner")
+        raise TypeError(f"learner run {session.run_id} was not opened by open_retrain_learner")
     return {"shards_outside_window": len(catalog.outside), "shards_undated": len(catalog.undated)}
 
 
-def updates_done(session_id: str) -> int:
-    return sessions.get(session_id, LearnerSession).learner.updates
-
-
-def limit_next_block(session_id: str, updates: int) -> None:
+def limit_next_block(session: LearnerSession, updates: int) -> None:
     """Make the next `train_block` run at most `updates` updates (so a retrain does exactly N)."""
-    session = sessions.get(session_id, LearnerSession)
     if updates < session.params.updates_per_block:
         session.params = session.params.model_copy(update={"updates_per_block": max(1, updates)})
 

@@ -1,25 +1,68 @@
-"""Stop signals that flows can receive by id (an event cannot be a Prefect parameter)."""
+"""The handle that the flow runs of one embedded run share: a stop flag and their open sessions.
+
+`train_local` starts `collect` and `learn` as flow runs of their own in threads of its process. A
+flow parameter must serialise (Prefect records it with the flow run, and a deployment would send it
+over the network), so those flows receive the token's id, and find the token here: this module's
+dict is the one process-wide lookup left, for the one value that crosses into another flow run.
+Tasks get their session objects directly.
+
+    token = StopToken()
+    collect(params, token.id)  # in a thread; it attaches its session to the token while open
+    token.open_sessions(CollectorSession)  # what a progress display reads
+    token.set()  # the collectors and the learner stop after their current task run
+    token.close()
+"""
 
 from __future__ import annotations
 
 import threading
 import time
+import uuid
+from typing import TypeVar
 
-from tasks import sessions
+T = TypeVar("T")
+
+_tokens: dict[str, StopToken] = {}
+_lock = threading.Lock()
 
 
 class StopToken:
-    """A process-local stop flag shared by the collectors and the learner of one run."""
+    """A process-local stop flag shared by the collectors and the learner of one run, and the
+    sessions they have open (the run's progress display reads them)."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
-        self.id = sessions.register(self, "stop")
+        self.id = f"stop-{uuid.uuid4().hex[:10]}"
+        self._sessions: list[object] = []
+        with _lock:
+            _tokens[self.id] = self
 
     def set(self) -> None:
         self.event.set()
 
     def close(self) -> None:
-        sessions.close(self.id)
+        with _lock:
+            _tokens.pop(self.id, None)
+
+    def attach(self, session: object) -> None:
+        with _lock:
+            self._sessions.append(session)
+
+    def detach(self, session: object) -> None:
+        with _lock:
+            self._sessions = [s for s in self._sessions if s is not session]
+
+    def open_sessions(self, kind: type[T]) -> list[T]:
+        with _lock:
+            return [s for s in self._sessions if isinstance(s, kind)]
+
+
+def find_token(token_id: str | None) -> StopToken | None:
+    """The open token with this id (None: no id, or its run has ended)."""
+    if token_id is None:
+        return None
+    with _lock:
+        return _tokens.get(token_id)
 
 
 def should_stop(token_id: str | None, deadline: float | None) -> bool:
@@ -27,7 +70,5 @@ def should_stop(token_id: str | None, deadline: float | None) -> bool:
         return True
     if token_id is None:
         return False
-    try:
-        return sessions.get(token_id, StopToken).event.is_set()
-    except LookupError:
-        return True  # the run that owned the token has ended
+    token = find_token(token_id)
+    return token is None or token.event.is_set()  # a closed token: the run that owned it has ended

@@ -103,13 +103,6 @@ class Learner:
             self.updates if updates is None else updates,
         )
 
-    def _as_batch(self, batch: Any, is_weights: Any) -> StepBatch:
-        if isinstance(batch, StepBatch):
-            return batch
-        if hasattr(batch, "steps") and hasattr(batch, "is_weights"):  # storage.replay.SampleBatch
-            return StepBatch.from_rows(batch.steps, batch.is_weights if is_weights is None else is_weights)
-        return StepBatch.from_rows(batch, is_weights)
-
     def _fresh_rows(self, batch: StepBatch) -> torch.Tensor:
         """(B, T) mask of steps the losses use: real, and (by whole row) not too stale."""
         mask = batch.mask.clone()
@@ -123,18 +116,16 @@ class Learner:
             mask &= ~stale_rows[:, None]
         return mask
 
-    def update(
-        self, batch: Any, is_weights: Sequence[float] | np.ndarray | None = None
-    ) -> tuple[dict[str, float], np.ndarray]:
-        """One optimisation step on a batch of trajectories.
+    def update(self, batch: StepBatch) -> tuple[dict[str, float], np.ndarray]:
+        """One optimisation step on a batch of trajectories (its IS weights, if any, weigh them).
 
-        ``batch``: a StepBatch, a storage SampleBatch (its ``steps`` and ``is_weights``), a pyarrow
-        table of step rows or a list of step dicts. Returns the metrics and one new priority per
-        trajectory, in the batch's row order (by ``sample_idx``: the SampleBatch's draw order).
+        Returns the metrics and one new priority per trajectory, in the batch's row order (by
+        ``sample_idx``: the draw order). From stored rows::
+
+            metrics, priorities = learner.update(StepBatch.from_rows(rows, is_weights))
         """
         started = time.perf_counter()
         cfg, policy = self.config, self.policy
-        batch = self._as_batch(batch, is_weights)
         if policy.config.history > 0 and not batch.history_complete:
             raise ValueError(
                 f"the policy shows {policy.config.history} previous actions, but the batch holds windows that "

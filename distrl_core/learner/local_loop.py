@@ -20,7 +20,8 @@ from distrl_core.envs.simdroid.tasks import Task, load_tasks
 from distrl_core.learner.evaluation import HELDOUT_SEED, IN_DISTRIBUTION_SEED, estimate_success
 from distrl_core.learner.groups import group_tasks, sample_groups
 from distrl_core.learner.learner import Learner
-from distrl_core.rollout import RolloutConfig, run_episodes
+from distrl_core.learner.step import Draw, train_step
+from distrl_core.rollout import RolloutConfig, RolloutResult, run_episodes
 
 __all__ = ["InMemoryReplay", "LoopConfig", "RoundResult", "evaluate_success", "train_rounds"]
 
@@ -157,7 +158,6 @@ def train_rounds(
 
     ``train_tasks``/``test_tasks`` replace the family's train/test splits (e.g. a validation split
     carved out of the train split, so that tuning never looks at the test split)."""
-    policy = learner.policy
     train_tasks = list(train_tasks) if train_tasks is not None else load_tasks(config.family, "train")
     test_tasks = list(test_tasks) if test_tasks is not None else load_tasks(config.family, "test")
     if config.eval_tasks is not None:
@@ -165,12 +165,41 @@ def train_rounds(
     rng = np.random.default_rng(config.seed)
     replay = InMemoryReplay(config.replay_capacity, config.alpha, seed=config.seed)
     started = time.perf_counter()
-    train_probe = train_tasks[:: max(1, len(train_tasks) // max(config.train_eval_tasks, 1))][
-        : config.train_eval_tasks
-    ]
+    evaluate = _evaluator(learner, config, test_tasks, _train_probe(train_tasks, config.train_eval_tasks))
+    results = [RoundResult(0, 0, 0, 0.0, *evaluate(), 0, 0.0, {})]
+    if on_round:
+        on_round(results[0])
+    env_steps = episodes = 0
+    for round_index in range(1, config.rounds + 1):
+        collected = _collect_round(learner, config, train_tasks, rng)
+        replay.add(collected.rows)
+        env_steps += collected.num_steps
+        episodes += len(collected.episodes)
+        metrics = _update_round(learner, config, replay, rng) if len(replay) >= config.min_replay else {}
+        result = RoundResult(
+            round_index, env_steps, episodes, collected.success_rate, *evaluate(), learner.updates,
+            time.perf_counter() - started, metrics,
+        )  # fmt: skip
+        results.append(result)
+        if on_round:
+            on_round(result)
+        if config.env_step_budget is not None and env_steps >= config.env_step_budget:
+            break
+    return results
+
+
+def _train_probe(train_tasks: Sequence[Task], count: int) -> list[Task]:
+    """``count`` train tasks spread evenly over the split (none when ``count`` is 0)."""
+    return list(train_tasks[:: max(1, len(train_tasks) // max(count, 1))][:count])
+
+
+def _evaluator(
+    learner: Learner, config: LoopConfig, test_tasks: Sequence[Task], train_probe: Sequence[Task]
+) -> Callable[[], tuple[float, float | None]]:
+    """(held-out success, train-probe success or None), greedy, with the published weights."""
 
     def evaluate() -> tuple[float, float | None]:
-        with learner.averaged():
+        with learner.averaged() as policy:
             heldout = evaluate_success(
                 policy,
                 test_tasks,
@@ -184,50 +213,48 @@ def train_rounds(
                 policy, train_probe, config.env, parallel=config.parallel_envs, seed=IN_DISTRIBUTION_SEED
             )
 
-    results = [RoundResult(0, 0, 0, 0.0, *evaluate(), 0, 0.0, {})]
-    if on_round:
-        on_round(results[0])
-    env_steps = episodes = 0
-    for round_index in range(1, config.rounds + 1):
-        grouped, reset_seeds = learner.config.algorithm == "gigpo", None
-        if grouped:
-            tasks, reset_seeds = group_tasks(train_tasks, config.episodes_per_round, config.group_size, rng)
-        else:
-            tasks = [train_tasks[i] for i in rng.integers(len(train_tasks), size=config.episodes_per_round)]
-        rollout = RolloutConfig(
-            env=config.env,
-            parallel_envs=config.parallel_envs,
-            seed=int(rng.integers(2**31)),
-            policy_version=learner.policy_version,
-        )
-        with learner.averaged():
-            collected = run_episodes(policy, tasks, rollout, reset_seeds=reset_seeds)
-        replay.add(collected.rows)
-        env_steps += collected.num_steps
-        episodes += len(collected.episodes)
-        metrics: dict[str, float] = {}
-        if len(replay) >= config.min_replay:
-            sums: dict[str, float] = {}
-            for _ in range(config.updates_per_round):
-                if grouped:
-                    indices, rows, weights = sample_groups(
-                        replay.episodes, config.batch_size // config.group_size, rng
-                    )
-                else:
-                    indices, rows, weights = replay.sample(config.batch_size, learner.beta_at())
-                step_metrics, priorities = learner.update(rows, weights)
-                replay.update_priorities(indices, priorities)
-                for name, value in step_metrics.items():
-                    sums[name] = sums.get(name, 0.0) + value / config.updates_per_round
-            metrics = sums
-            learner.policy_version += 1
-        result = RoundResult(
-            round_index, env_steps, episodes, collected.success_rate, *evaluate(), learner.updates,
-            time.perf_counter() - started, metrics,
-        )  # fmt: skip
-        results.append(result)
-        if on_round:
-            on_round(result)
-        if config.env_step_budget is not None and env_steps >= config.env_step_budget:
-            break
-    return results
+    return evaluate
+
+
+def _collect_round(
+    learner: Learner, config: LoopConfig, train_tasks: Sequence[Task], rng: np.random.Generator
+) -> RolloutResult:
+    """One round's episodes with the published weights: random train tasks, or (gigpo) groups of
+    one task under one reset seed."""
+    reset_seeds = None
+    if learner.config.algorithm == "gigpo":
+        tasks, reset_seeds = group_tasks(train_tasks, config.episodes_per_round, config.group_size, rng)
+    else:
+        tasks = [train_tasks[i] for i in rng.integers(len(train_tasks), size=config.episodes_per_round)]
+    rollout = RolloutConfig(
+        env=config.env,
+        parallel_envs=config.parallel_envs,
+        seed=int(rng.integers(2**31)),
+        policy_version=learner.policy_version,
+    )
+    with learner.averaged() as policy:
+        return run_episodes(policy, tasks, rollout, reset_seeds=reset_seeds)
+
+
+def _update_round(
+    learner: Learner, config: LoopConfig, replay: InMemoryReplay, rng: np.random.Generator
+) -> dict[str, float]:
+    """``updates_per_round`` training steps; their metrics averaged. The weights then count as a new
+    version (what the next round's episodes are collected with)."""
+    if learner.config.algorithm == "gigpo":
+
+        def sample() -> Draw:
+            return Draw(*sample_groups(replay.episodes, config.batch_size // config.group_size, rng))
+
+    else:
+
+        def sample() -> Draw:
+            return Draw(*replay.sample(config.batch_size, learner.beta_at()))
+
+    means: dict[str, float] = {}
+    for _ in range(config.updates_per_round):
+        step = train_step(learner, sample, replay.update_priorities)
+        for name, value in step.metrics.items():
+            means[name] = means.get(name, 0.0) + value / config.updates_per_round
+    learner.policy_version += 1
+    return means

@@ -11,10 +11,8 @@ from storage.registry import PolicyRegistry
 from storage.replay import Replay
 from storage.replay_config import ReplaySettings
 from storage.store import open_store
-from tasks import sessions
 from tasks.collector import (
     CollectorParams,
-    CollectorSession,
     close_collector,
     collect_episode_batch,
     flush_shard,
@@ -33,8 +31,7 @@ def _publish_untrained_policy() -> int:
 def test_env_failure_mid_episode_is_recorded_and_not_trained_on(embedded_home: Path) -> None:
     version = _publish_untrained_policy()
     params = CollectorParams(num_envs=2, episodes_per_batch=4, family="general", flush_seconds=0)
-    session_id = open_collector(params)
-    session = sessions.get(session_id, CollectorSession)
+    session = open_collector(params)
     broken_env = session.envs[0]
     real_step, calls = broken_env.step, {"n": 0}
 
@@ -45,11 +42,11 @@ def test_env_failure_mid_episode_is_recorded_and_not_trained_on(embedded_home: P
         return real_step(action)
 
     broken_env.step = flaky_step
-    load_policy_version(session_id, version)
-    first = collect_episode_batch(session_id)
-    second = collect_episode_batch(session_id)  # the collector keeps going after the failure
-    flush_shard(session_id)
-    close_collector(session_id)
+    load_policy_version(session, version)
+    first = collect_episode_batch(session)
+    second = collect_episode_batch(session)  # the collector keeps going after the failure
+    flush_shard(session)
+    close_collector(session)
 
     assert first["broken_episodes"] == 1 and second["broken_episodes"] == 0
     assert first["episodes"] == 4 and second["episodes"] == 4

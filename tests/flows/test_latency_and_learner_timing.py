@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from distrl_core.learner.batch import StepBatch
 from storage.replay import ReplayNotReady
-from tasks import sessions
 from tasks.collector import CollectorParams, _make_envs
-from tasks.learner import LearnerParams, LearnerSession, ingest_shards, train_block
+from tasks.learner import LearnerParams, LearnerSession, LearnerTiming, ingest_shards, train_block
 
 
 def _latency_scales(sigma: float, seed: int, resets: int = 300) -> list[float]:
@@ -35,6 +35,29 @@ def test_task_latency_sigma_spreads_episode_latency_about_100x() -> None:
     assert set(_latency_scales(0.0, seed=0, resets=20)) == {0.5}  # off: the fixed median
 
 
+def _numbered_rows(number: int, trajectories: int) -> list[dict]:
+    """One-step trajectories whose episode ids carry the draw's number."""
+    return [
+        {
+            "episode_id": f"{number}/{i}",
+            "step": 0,
+            "instruction": "open settings",
+            "observation_text": "home",
+            "raw_output": "tap 1",
+            "action": "tap 1",
+            "action_valid": True,
+            "reward": 0.0,
+            "done": True,
+            "episode_success": False,
+            "behaviour_logprob": -1.0,
+            "action_token_count": 2,
+            "policy_version": 1,
+            "sample_idx": i,
+        }
+        for i in range(trajectories)
+    ]
+
+
 class _FakeReplay:
     """Counts draws; not ready until `ready` is set; batches are numbered in draw order."""
 
@@ -53,7 +76,7 @@ class _FakeReplay:
         return SimpleNamespace(
             slots=np.arange(batch_size),
             is_weights=np.ones(batch_size),
-            steps=SimpleNamespace(num_rows=batch_size, number=number),
+            steps=_numbered_rows(number, batch_size),
         )
 
     def update_priorities(self, slots: np.ndarray, priorities: np.ndarray) -> None:
@@ -68,47 +91,48 @@ class _FakeLearner:
     def beta_at(self) -> float:
         return 1.0
 
-    def update(self, steps, is_weights) -> tuple[dict, np.ndarray]:
-        self.seen.append(steps.number)
+    def update(self, batch: StepBatch) -> tuple[dict, np.ndarray]:
+        self.seen.append(int(batch.episode_ids[0].split("/")[0]))
         self.updates += 1
         time.sleep(0.01)
-        return {"loss": 0.5}, np.ones(len(is_weights))
+        return {"loss": 0.5}, np.ones(batch.size)
 
 
-def _open_fake_learner() -> tuple[str, LearnerSession, _FakeReplay, _FakeLearner]:
+def _open_fake_learner() -> tuple[LearnerSession, _FakeReplay, _FakeLearner]:
     replay, learner = _FakeReplay(), _FakeLearner()
     registry = SimpleNamespace(client=SimpleNamespace(log_batch=lambda *a, **k: None))
     session = LearnerSession(
         LearnerParams(updates_per_block=3, batch_size=2), replay, learner, registry, "run", 1
     )
-    return sessions.register(session, "learner"), session, replay, learner
+    return session, replay, learner
 
 
 def test_train_block_prefetches_the_next_batch_and_uses_it_in_order() -> None:
-    session_id, session, replay, learner = _open_fake_learner()
+    session, replay, learner = _open_fake_learner()
     try:
-        waiting = train_block.fn(session_id)
+        waiting = train_block.fn(session)
         assert waiting["waiting"] == 1.0 and waiting["updates"] == 0
-        assert session.first_update_at is None  # still warming up
+        assert session.clock.first_update_at is None  # still warming up
         replay.ready = True
-        first = train_block.fn(session_id)
+        first = train_block.fn(session)
         assert first["updates"] == 3.0 and session.prefetch is not None
         assert replay.draws == 4  # three used, one drawn ahead for the next block
-        train_block.fn(session_id)
+        train_block.fn(session)
         assert replay.draws == 7  # the prefetched batch was used, not drawn again
         assert learner.seen == [1, 2, 3, 4, 5, 6]  # in draw order, none skipped
         timing = session.timing()
         assert timing["updates"] == 6 and timing["busy_s"] > 0
         assert timing["steady_duty_cycle"] >= timing["duty_cycle"]
     finally:
-        sessions.close(session_id)
         session.sampler.shutdown(wait=True)
 
 
 def test_timing_separates_the_replay_warm_up() -> None:
-    session = LearnerSession(LearnerParams(), None, SimpleNamespace(updates=10), None, "run", 1, busy_s=9.0)
+    session = LearnerSession(
+        LearnerParams(), None, SimpleNamespace(updates=10), None, "run", 1, clock=LearnerTiming(busy_s=9.0)
+    )
     now = time.monotonic()
-    session.started, session.first_update_at = now - 20.0, now - 10.0
+    session.clock.started, session.clock.first_update_at = now - 20.0, now - 10.0
     timing = session.timing()
     session.sampler.shutdown()
     assert abs(timing["duty_cycle"] - 0.45) < 0.02  # 9 s busy of 20 s since it opened
@@ -117,7 +141,7 @@ def test_timing_separates_the_replay_warm_up() -> None:
 
 
 def test_background_ingest_reports_the_last_finished_scan_and_its_errors() -> None:
-    session_id, session, replay, _ = _open_fake_learner()
+    session, replay, _ = _open_fake_learner()
     session.params = LearnerParams(background_ingest=True)
     scans = {"n": 0}
 
@@ -129,20 +153,19 @@ def test_background_ingest_reports_the_last_finished_scan_and_its_errors() -> No
 
     replay.ingest = ingest
     try:
-        first = ingest_shards.fn(session_id)
+        first = ingest_shards.fn(session)
         assert "shards" not in first and first["replay_steps"] == 100  # nothing finished yet
         session.ingesting.result(timeout=10)
-        second = ingest_shards.fn(session_id)
+        second = ingest_shards.fn(session)
         assert second["shards"] == 1  # the first scan's report; a second scan started
         session.ingesting.exception(timeout=10)
-        assert ingest_shards.fn(session_id)["shards"] == 2
+        assert ingest_shards.fn(session)["shards"] == 2
         session.ingesting.exception(timeout=10)
         with pytest.raises(OSError, match="store unreachable"):
-            ingest_shards.fn(session_id)
-        assert ingest_shards.fn(session_id)["shards"] == 2  # a retry starts a fresh scan
+            ingest_shards.fn(session)
+        assert ingest_shards.fn(session)["shards"] == 2  # a retry starts a fresh scan
         assert session.timing()["ingest_s"] == 0.0  # the learner never waited for a scan
     finally:
-        sessions.close(session_id)
         session.sampler.shutdown(wait=True)
         session.ingester.shutdown(wait=True)
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from distrl_core.learner import Learner, LearnerConfig
+from distrl_core.learner import Learner, LearnerConfig, StepBatch
 from distrl_core.learner.averaging import WeightAverage, averaging_decay
 
 
@@ -62,7 +62,7 @@ def test_learner_publishes_the_average_and_trains_the_raw_weights(make_policy, e
     learner = Learner(policy, LearnerConfig(critic_warmup_updates=0, seed=3, weight_average_decay=0.9))
     start = [p.detach().clone() for p in policy.actor_parameters()]
     for _ in range(3):
-        learner.update(episode_rows, np.ones(8))
+        learner.update(StepBatch.from_rows(episode_rows, np.ones(8)))
     raw = [p.detach().clone() for p in policy.actor_parameters()]
     with learner.averaged() as published:
         averaged = [p.detach().clone() for p in published.actor_parameters()]
@@ -74,6 +74,6 @@ def test_learner_publishes_the_average_and_trains_the_raw_weights(make_policy, e
     assert 0 < moved_avg < moved_raw  # between the start and the raw weights
 
     off = Learner(make_policy(), LearnerConfig(critic_warmup_updates=0, weight_average_decay=0))
-    off.update(episode_rows, np.ones(8))
+    off.update(StepBatch.from_rows(episode_rows, np.ones(8)))
     with off.averaged() as published:
         assert published is off.policy and off.average is None

@@ -49,7 +49,7 @@ def test_gigpo_update_trains_the_actor_without_critic_or_warmup(make_policy, epi
     policy = make_policy()
     actor, critic = _params(policy.actor_parameters()), _params(policy.critic_parameters())
     learner = Learner(policy, LearnerConfig(algorithm="gigpo"))  # default critic_warmup_updates=20
-    metrics, priorities = learner.update(_grouped(episode_rows))
+    metrics, priorities = learner.update(StepBatch.from_rows(_grouped(episode_rows)))
     assert metrics["actor_trained"] == 1.0 and metrics["critic_loss"] == 0.0
     assert {"clip_fraction", "group_singleton_step_fraction", "group_episode_advantage_abs_mean"} <= set(
         metrics
@@ -70,7 +70,7 @@ def test_gigpo_groups_span_micro_batches(make_policy, episode_rows, micro_batch_
         config = LearnerConfig(
             algorithm="gigpo", micro_batch_size=micro, entity_dropout=0.0, word_dropout=0.0, seed=3
         )
-        Learner(policy, config).update(rows)
+        Learner(policy, config).update(StepBatch.from_rows(rows))
         # Gradients, not weights: Adam's first step is ~lr·sign(g), which float noise can flip on a
         # near-zero gradient.
         results.append(torch.cat([p.grad.flatten() for p in policy.actor_parameters() if p.grad is not None]))

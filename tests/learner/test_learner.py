@@ -26,7 +26,9 @@ def test_update_is_deterministic_on_cpu(make_policy, episode_rows):
     for _ in range(2):
         policy = make_policy()
         learner = Learner(policy, LearnerConfig(critic_warmup_updates=0, micro_batch_size=3, seed=7))
-        metrics = [learner.update(episode_rows, np.linspace(0.5, 1.0, 8))[0] for _ in range(3)]
+        metrics = [
+            learner.update(StepBatch.from_rows(episode_rows, np.linspace(0.5, 1.0, 8)))[0] for _ in range(3)
+        ]
         results.append((metrics, _params(policy)))
     (metrics_a, params_a), (metrics_b, params_b) = results
     assert torch.equal(params_a, params_b)
@@ -45,7 +47,7 @@ def test_metrics_and_priorities(make_policy, episode_rows):
     table = table.append_column(
         "sample_idx", pa.array([draws[e] for e in table.column("episode_id").to_pylist()])
     )
-    metrics, priorities = learner.update(table, np.ones(len(ids)))
+    metrics, priorities = learner.update(StepBatch.from_rows(table, np.ones(len(ids))))
     assert set(metrics) >= METRICS
     assert all(np.isfinite(v) for v in metrics.values())
     assert metrics["policy_lag_mean"] == metrics["policy_lag_max"] == 2.0  # rows are version 3
@@ -59,20 +61,20 @@ def test_critic_warmup_leaves_the_actor_alone(make_policy, episode_rows):
     actor_before = torch.cat([p.detach().flatten().clone() for p in policy.actor_parameters()])
     critic_before = torch.cat([p.detach().flatten().clone() for p in policy.critic_parameters()])
     learner = Learner(policy, LearnerConfig(critic_warmup_updates=1))
-    assert learner.update(episode_rows)[0]["actor_trained"] == 0.0
+    assert learner.update(StepBatch.from_rows(episode_rows))[0]["actor_trained"] == 0.0
     assert torch.equal(actor_before, torch.cat([p.detach().flatten() for p in policy.actor_parameters()]))
     assert not torch.equal(
         critic_before, torch.cat([p.detach().flatten() for p in policy.critic_parameters()])
     )
-    assert learner.update(episode_rows)[0]["actor_trained"] == 1.0
+    assert learner.update(StepBatch.from_rows(episode_rows))[0]["actor_trained"] == 1.0
 
 
 def test_stale_rows_are_masked_out(make_policy, episode_rows):
     learner = Learner(make_policy(), LearnerConfig(max_policy_lag=1), policy_version=10)
-    metrics, _ = learner.update(episode_rows)
+    metrics, _ = learner.update(StepBatch.from_rows(episode_rows))
     assert metrics["used_step_fraction"] == 0.0
     learner.policy_version = 4
-    assert learner.update(episode_rows)[0]["used_step_fraction"] == 1.0
+    assert learner.update(StepBatch.from_rows(episode_rows))[0]["used_step_fraction"] == 1.0
 
 
 @pytest.mark.parametrize("algorithm", ["digirl", "filtered_bc"])
@@ -85,7 +87,7 @@ def test_baselines_share_the_interface(make_policy, episode_rows, algorithm):
     rows = [
         dict(r, episode_success=True, reward=float(r["done"])) for r in episode_rows
     ]  # some signal to imitate
-    metrics, priorities = learner.update(rows)
+    metrics, priorities = learner.update(StepBatch.from_rows(rows))
     assert {"actor_loss", "critic_loss", "kept_fraction", "grad_norm_actor"} <= set(metrics)
     assert np.array_equal(priorities, np.ones(8))
     assert not torch.equal(before, _params(policy))
@@ -94,7 +96,7 @@ def test_baselines_share_the_interface(make_policy, episode_rows, algorithm):
 def test_windows_are_refused_when_the_policy_needs_history(make_policy, episode_rows):
     learner = Learner(make_policy(history=1))
     with pytest.raises(ValueError, match="whole episodes"):
-        learner.update([r for r in episode_rows if r["step"] >= 1])
+        learner.update(StepBatch.from_rows([r for r in episode_rows if r["step"] >= 1]))
 
 
 def test_an_update_on_a_step_batch(make_policy, episode_rows):
@@ -113,7 +115,7 @@ def test_importance_ratio_is_pi_over_mu(make_policy, episode_rows):
             make_policy(),
             LearnerConfig(seed=1, entity_dropout=0.0, word_dropout=0.0, critic_warmup_updates=0),
         )
-        return learner.update(rows, np.ones(8))[0]["rho_mean"]
+        return learner.update(StepBatch.from_rows(rows, np.ones(8)))[0]["rho_mean"]
 
     shifted = [{**row, "behaviour_logprob": row["behaviour_logprob"] - shift} for row in episode_rows]
     assert rho_mean(shifted) == pytest.approx(rho_mean(episode_rows) * np.exp(shift), rel=1e-5)

@@ -75,7 +75,7 @@ def test_learner_update_with_lora_and_identical_log_probs_after_reload(
     assert {g["name"]: g["lr"] for g in learner.actor_optimizer.param_groups}["backbone"] == 1e-4
     episodes = sorted({r["episode_id"] for r in demo_rows})[:2]
     rows = [r for r in demo_rows if r["episode_id"] in episodes]
-    metrics, priorities = learner.update(rows)
+    metrics, priorities = learner.update(StepBatch.from_rows(rows))
     assert torch.isfinite(torch.tensor(list(metrics.values()))).all() and len(priorities) == 2
     changed = [
         n for n, p in policy.model.named_parameters() if p.requires_grad and not torch.equal(p, lora[n])

@@ -22,8 +22,7 @@ def registry_env(tmp_path, monkeypatch, local_store: Store) -> Store:
 def test_a_restarted_learner_continues_its_counters(registry_env: Store, make_policy, tmp_path) -> None:
     from distrl_core.policy import save_policy
     from storage.registry import PolicyRegistry
-    from tasks.learner import LearnerParams, LearnerSession, close_learner, open_learner, publish_policy
-    from tasks.sessions import get
+    from tasks.learner import LearnerParams, close_learner, open_learner, publish_policy
 
     fill(registry_env, 4)
     registry = PolicyRegistry()
@@ -32,16 +31,15 @@ def test_a_restarted_learner_continues_its_counters(registry_env: Store, make_po
     tags = {"learner_step": 28, "samples_seen": 912}
     version = registry.publish(tmp_path / "v", run_id=run, tags=tags)
 
-    session_id = open_learner(LearnerParams(algorithm="aride"))
-    session = get(session_id, LearnerSession)
+    session = open_learner(LearnerParams(algorithm="aride"))
     assert (session.learner.updates, session.samples_seen) == (28, 912)
     beta_at_28 = session.learner.beta_at()
     assert beta_at_28 > session.learner.config.beta_start  # the schedule did not restart
-    new = publish_policy.fn(session_id)
+    new = publish_policy.fn(session)
     assert new == version + 1 and registry.tags(new)["learner_step"] == "28"
-    close_learner(session_id)
+    close_learner(session)
 
     # A fine-tune from a chosen version (the retrain flow) counts its own updates from 0.
-    retrain_id = open_learner(LearnerParams(algorithm="aride"), start_version=version, role="retrain")
-    assert get(retrain_id, LearnerSession).learner.updates == 0
-    close_learner(retrain_id)
+    retrain = open_learner(LearnerParams(algorithm="aride"), start_version=version, role="retrain")
+    assert retrain.learner.updates == 0
+    close_learner(retrain)
