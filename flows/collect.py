@@ -22,7 +22,8 @@ from tasks.collector import (
     open_collector,
     poll_policy_version,
 )
-from tasks.mlflow_metrics import start_tracked_run, with_retries
+from tasks.mlflow_metrics import start_tracked_run
+from tasks.retry import with_retries
 from tasks.progress import BoundedProgress
 from tasks.stop import StopToken, find_token, should_stop
 

@@ -29,7 +29,7 @@ from tasks.learner import (
     replay_waiting,
     train_block,
 )
-from tasks.mlflow_metrics import with_retries
+from tasks.retry import with_retries
 from tasks.progress import BoundedProgress
 from tasks.stop import find_token, should_stop
 from tasks.warm_start import policy_config_for, warm_start_policy

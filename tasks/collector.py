@@ -34,7 +34,8 @@ from storage.registry import PolicyRegistry
 from storage.schema import steps_to_table
 from storage.shards import ShardWriter, ShardWriterConfig
 from storage.store import open_store
-from tasks.mlflow_metrics import log_metrics, with_retries
+from tasks.mlflow_metrics import log_metrics
+from tasks.retry import only_transient, with_retries
 from tasks.stop import should_stop
 
 log = logging.getLogger(__name__)
@@ -206,7 +207,13 @@ def poll_policy_version(session: CollectorSession) -> int | None:
     return with_retries(lambda: session.registry.resolve(session.params.policy_alias), "polling the registry")
 
 
-@task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE, task_run_name="load v{version}")
+@task(
+    retries=3,
+    retry_delay_seconds=2,
+    retry_condition_fn=only_transient,
+    cache_policy=NO_CACHE,
+    task_run_name="load v{version}",
+)
 def load_policy_version(session: CollectorSession, version: int) -> int:
     """Fetch a version (cached locally) and swap it in; episodes already running are not touched."""
     fetched = session.registry.fetch(version)
@@ -309,7 +316,13 @@ def run_batch(session: CollectorSession) -> dict[str, float]:
     }
 
 
-@task(retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE, task_run_name="flush shard")
+@task(
+    retries=2,
+    retry_delay_seconds=5,
+    retry_condition_fn=only_transient,
+    cache_policy=NO_CACHE,
+    task_run_name="flush shard",
+)
 def flush_shard(session: CollectorSession) -> str | None:
     """Write the buffered episodes as one shard; the buffer survives a failure and is retried."""
     path = session.writer.flush()

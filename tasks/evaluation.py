@@ -14,7 +14,8 @@ from distrl_core.learner.evaluation import (
 )
 from distrl_core.policy import load_policy
 from storage.registry import CHAMPION, PolicyRegistry
-from tasks.mlflow_metrics import log_metrics, start_tracked_run, with_retries
+from tasks.mlflow_metrics import log_metrics, start_tracked_run
+from tasks.retry import only_transient, with_retries
 
 HELDOUT_TAG = "heldout_success"
 CURVE_ROLE = "learning_curve"  # the MLflow run that holds held-out success per version (step = version)
@@ -84,7 +85,7 @@ def report_markdown(report: dict, baseline: dict | None = None) -> str:
     return "\n".join(lines)
 
 
-@task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE)
+@task(retries=3, retry_delay_seconds=2, retry_condition_fn=only_transient, cache_policy=NO_CACHE)
 def record_evaluation(report: dict, min_improvement: float = 0.0) -> bool:
     """Log the evaluation to MLflow and the Prefect UI; move `champion` if it beats the current one.
 

@@ -29,7 +29,8 @@ from storage.registry import PolicyRegistry
 from storage.replay import Replay, ReplayNotReady, SampleBatch
 from storage.replay_config import ReplaySettings
 from storage.store import open_store
-from tasks.mlflow_metrics import log_metrics, start_tracked_run, with_retries
+from tasks.mlflow_metrics import log_metrics, start_tracked_run
+from tasks.retry import only_transient, with_retries
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +204,13 @@ def close_learner(session: LearnerSession) -> None:
     with_retries(lambda: session.registry.client.set_terminated(session.run_id), "closing the learner's run")
 
 
-@task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE, task_run_name="ingest shards")
+@task(
+    retries=3,
+    retry_delay_seconds=2,
+    retry_condition_fn=only_transient,
+    cache_policy=NO_CACHE,
+    task_run_name="ingest shards",
+)
 def ingest_shards(session: LearnerSession) -> dict[str, int]:
     """Ingest shards written since the last scan (bad ones are quarantined); with `background_ingest`,
     start a scan unless one is running, and report the last finished one (its error, if it failed)."""
@@ -325,7 +332,13 @@ def _publish_name() -> str:
         return f"publish after update {session.learner.updates}"
 
 
-@task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE, task_run_name=_publish_name)
+@task(
+    retries=3,
+    retry_delay_seconds=2,
+    retry_condition_fn=only_transient,
+    cache_policy=NO_CACHE,
+    task_run_name=_publish_name,
+)
 def publish_policy(session: LearnerSession) -> int:
     """Save the current weights as a new registry version and point the learner and replay at it."""
     started = time.perf_counter()
@@ -354,7 +367,13 @@ def publish_policy(session: LearnerSession) -> int:
     return version
 
 
-@task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE, task_run_name="checkpoint priorities")
+@task(
+    retries=3,
+    retry_delay_seconds=2,
+    retry_condition_fn=only_transient,
+    cache_policy=NO_CACHE,
+    task_run_name="checkpoint priorities",
+)
 def checkpoint_replay(session: LearnerSession) -> str:
     """Persist trajectory priorities to the store (a restarted learner resumes them)."""
     started = time.perf_counter()

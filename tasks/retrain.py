@@ -29,6 +29,7 @@ from storage.registry import CHAMPION, LATEST, PolicyRegistry
 from storage.replay_config import ReplaySettings
 from tasks.evaluation import HELDOUT_TAG
 from tasks.learner import LearnerParams, LearnerSession, open_learner
+from tasks.retry import only_transient
 
 RETRAIN_LEARNER_ID = "retrain"
 # A retrain trains a fixed number of updates over a fixed window: the ratio limiter (meant for a
@@ -167,18 +168,7 @@ def limit_next_block(session: LearnerSession, updates: int) -> None:
 
 
 # ----- registry tasks -----------------------------------------------------------------------------
-def _unless_lookup_error(task: Any, task_run: Any, state: Any) -> bool:
-    """Retry transient errors, not a missing version (retrying cannot make one appear)."""
-    try:
-        state.result()
-    except LookupError:
-        return False
-    except Exception:
-        return True
-    return True
-
-
-@task(retries=3, retry_delay_seconds=2, retry_condition_fn=_unless_lookup_error, cache_policy=NO_CACHE)
+@task(retries=3, retry_delay_seconds=2, retry_condition_fn=only_transient, cache_policy=NO_CACHE)
 def resolve_start_version(ref: str) -> tuple[int, str]:
     """(version, what it was resolved from). `champion` falls back to `latest` when there is none."""
     registry = PolicyRegistry()
@@ -198,7 +188,7 @@ def resolve_start_version(ref: str) -> tuple[int, str]:
     )
 
 
-@task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE)
+@task(retries=3, retry_delay_seconds=2, retry_condition_fn=only_transient, cache_policy=NO_CACHE)
 def current_champion() -> tuple[int | None, float | None]:
     """The `champion` version and its recorded held-out success (None: none, or never evaluated)."""
     registry = PolicyRegistry()
@@ -209,7 +199,7 @@ def current_champion() -> tuple[int | None, float | None]:
     return version, None if recorded is None else float(recorded)
 
 
-@task(retries=3, retry_delay_seconds=2, cache_policy=NO_CACHE)
+@task(retries=3, retry_delay_seconds=2, retry_condition_fn=only_transient, cache_policy=NO_CACHE)
 def tag_candidate(version: int, window: str) -> dict[str, str]:
     """Mark a published version as a retrain candidate (`publish_policy` already names its parent)."""
     registry = PolicyRegistry()
