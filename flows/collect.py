@@ -23,8 +23,8 @@ from tasks.collector import (
     poll_policy_version,
 )
 from tasks.mlflow_metrics import start_tracked_run
-from tasks.retry import with_retries
 from tasks.progress import BoundedProgress
+from tasks.retry import with_retries
 from tasks.stop import StopToken, find_token, should_stop
 
 MAX_BATCHES_PER_TASK_RUN = 64

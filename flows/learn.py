@@ -29,8 +29,8 @@ from tasks.learner import (
     replay_waiting,
     train_block,
 )
-from tasks.retry import with_retries
 from tasks.progress import BoundedProgress
+from tasks.retry import with_retries
 from tasks.stop import find_token, should_stop
 from tasks.warm_start import policy_config_for, warm_start_policy
 
@@ -122,7 +122,7 @@ def _train_until_stopped(session: LearnerSession, stop_token: str | None) -> lis
         with_retries(lambda: ingest_shards.fn(session), "ingesting shards")
         waiting = replay_waiting(session)
         if waiting is None:
-            metrics = train_block(session, _block_size(session, since_publish))
+            metrics = train_block(session, _block_size(session, since_publish, resumed_at))
             since_publish += int(metrics["updates"])
             progress.update(session.learner.updates)
             if since_publish >= params.publish_every_updates:
@@ -139,13 +139,13 @@ def _train_until_stopped(session: LearnerSession, stop_token: str | None) -> lis
     return published
 
 
-def _block_size(session: LearnerSession, since_publish: int) -> int:
+def _block_size(session: LearnerSession, since_publish: int, resumed_at: int = 0) -> int:
     """Updates of the next block: it ends where a publish is due (publish_every_updates is honoured
-    exactly), and at max_updates."""
+    exactly), and at max_updates of this run (a resumed learner's count starts at `resumed_at`)."""
     params = session.params
     updates = min(params.updates_per_block, params.publish_every_updates - since_publish)
     if params.max_updates is not None:
-        updates = min(updates, params.max_updates - session.learner.updates)
+        updates = min(updates, params.max_updates - (session.learner.updates - resumed_at))
     return updates
 
 

@@ -10,7 +10,7 @@ import requests
 from mlflow.exceptions import MlflowException, RestException
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE, TEMPORARILY_UNAVAILABLE
 
-from tasks.retry import is_transient, only_transient, with_retries
+from tasks.retry import is_transient, with_retries
 
 
 def _failing(errors: list[Exception], result: str = "done"):
