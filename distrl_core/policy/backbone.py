@@ -15,7 +15,7 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import torch
 from torch import nn
@@ -34,6 +34,8 @@ __all__ = [
     "load_pretrained",
     "resolve_checkpoint_dir",
 ]
+
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 
 class HFModel(Protocol):
@@ -72,12 +74,11 @@ def _tiny_llama_config(config: TinyModelConfig, tokenizer):
 
 
 def build_tiny_model(config: TinyModelConfig, tokenizer) -> nn.Module:
-    """A Llama-style causal LM with random weights drawn from ``config.seed`` (global RNG untouched)."""
+    """A Llama-style causal LM with random weights drawn from ``config.seed`` alone (see `_seeded`)."""
     from transformers import LlamaForCausalLM
 
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(config.seed)
-        model = LlamaForCausalLM(_tiny_llama_config(config, tokenizer))
+    with torch.random.fork_rng(devices=[]):  # the constructor's own draws leave the global state as it was
+        model = _seeded(LlamaForCausalLM(_tiny_llama_config(config, tokenizer)), config.seed)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model
 
@@ -87,8 +88,29 @@ def build_tiny_encoder(config: TinyModelConfig, tokenizer, seed: int) -> nn.Modu
     from transformers import LlamaModel
 
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return LlamaModel(_tiny_llama_config(config, tokenizer))
+        return _seeded(LlamaModel(_tiny_llama_config(config, tokenizer)), seed)
+
+
+def _seeded(model: ModuleT, seed: int) -> ModuleT:
+    """Every parameter drawn again from a private generator seeded with `seed`, as Llama's own
+    initialisation lays them out (normal(0, initializer_range) matrices, padding row zero, norms one).
+
+    The constructor draws from torch's global generator, which other threads (the learner's dropout,
+    collectors) draw from at the same time: seeding it first still gave a load's hash check a
+    different model now and then. A private generator makes the weights a function of `seed` alone.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    std = float(getattr(model.config, "initializer_range", 0.02))
+    with torch.no_grad():
+        for name, param in model.named_parameters():  # registration order: the same on every build
+            if param.dim() > 1:
+                param.normal_(0.0, std, generator=generator)
+            else:
+                param.fill_(1.0 if "norm" in name else 0.0)
+        for module in model.modules():
+            if isinstance(module, nn.Embedding) and module.padding_idx is not None:
+                module.weight[module.padding_idx].zero_()
+    return model
 
 
 def resolve_checkpoint_dir(pointer: str) -> Path:

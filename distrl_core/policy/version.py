@@ -42,8 +42,9 @@ __all__ = ["BaseMismatchError", "load_policy", "save_policy"]
 
 FORMAT_VERSION = 1
 
-# Building a model seeds torch's global RNG inside fork_rng; two threads doing it at once interleave
-# their draws, so a tiny base would hash differently from the one saved. Collectors load in threads.
+# Collectors load in threads; building a model forks torch's global RNG state and restores it on exit,
+# and two interleaved forks would restore each other's. (The tiny weights themselves come from a
+# private generator, see backbone._seeded, so their hash no longer depends on other threads.)
 _build_lock = threading.Lock()
 
 

@@ -24,3 +24,25 @@ def test_concurrent_loads_of_a_tiny_version_all_pass_the_base_check(make_policy,
     for copy in loaded:
         state = copy.model.state_dict()
         assert all(torch.equal(state[k], expected[k]) for k in expected)
+
+
+def test_loads_pass_the_base_check_while_another_thread_draws_from_the_global_rng(make_policy, tmp_path):
+    # The learner's dropout and the collectors draw from torch's global generator while a collector
+    # loads a new version: the fresh tiny base must not depend on those draws.
+    import threading
+
+    save_policy(make_policy(), tmp_path / "v")
+    stop = threading.Event()
+
+    def draw() -> None:
+        while not stop.is_set():
+            torch.rand(64)
+
+    drawer = threading.Thread(target=draw)
+    drawer.start()
+    try:
+        for _ in range(8):
+            load_policy(tmp_path / "v", device="cpu")
+    finally:
+        stop.set()
+        drawer.join()
