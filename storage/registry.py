@@ -12,6 +12,7 @@ evaluation) and any other name are real registry aliases.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
@@ -163,8 +164,11 @@ class PolicyRegistry:
                     artifact_uri=uri, dst_path=str(tmp), tracking_uri=self.settings.tracking_uri
                 )
                 Path(local).rename(target) if Path(local) != tmp else tmp.rename(target)
-            except FileExistsError:
-                pass  # fetched concurrently by another collector thread
+            except OSError as exc:
+                # Another collector thread fetched it first: renaming a directory onto a full one
+                # fails with ENOTEMPTY on Linux (EEXIST elsewhere); its copy is the same version.
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not target.is_dir():
+                    raise
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
         return PolicyVersion(version=version, path=target, tags=self.tags(version))

@@ -45,6 +45,26 @@ def test_publish_resolve_alias_and_cached_fetch(tmp_path: Path) -> None:
     assert _registry(tmp_path).resolve("latest") == 2
 
 
+def test_a_fetch_that_loses_the_race_to_another_thread_uses_the_winners_copy(tmp_path, monkeypatch) -> None:
+    import shutil
+
+    import mlflow.artifacts
+
+    registry = _registry(tmp_path)
+    registry.publish(_version_dir(tmp_path, "one"), run_id=registry.start_run("learner"))
+    download = mlflow.artifacts.download_artifacts
+
+    def download_while_another_thread_wins(**kwargs):
+        local = download(**kwargs)
+        shutil.copytree(local, registry.cache / registry.name / "1")  # the other fetch renamed first
+        return local
+
+    monkeypatch.setattr(mlflow.artifacts, "download_artifacts", download_while_another_thread_wins)
+    fetched = registry.fetch(1)
+    assert (fetched.path / "adapter" / "weights.bin").read_bytes() == b"one" * 100
+    assert [p.name for p in (registry.cache / registry.name).iterdir()] == ["1"]  # no temp dir left
+
+
 def test_latest_is_reserved_and_errors_name_the_fix(tmp_path: Path) -> None:
     registry = _registry(tmp_path)
     with pytest.raises(ValueError, match="reserved"):
