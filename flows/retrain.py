@@ -5,7 +5,8 @@ Meant for a schedule (the `retrain` deployment runs nightly): start from the ver
 fresh replay from the shards of the last `recent_days` UTC days (by their `date=` partition, see
 `tasks.retrain`), train exactly `updates` updates, publish the result as a new version tagged
 `retrain=true` and `parent_version=<start>`, evaluate it on the held-out split, and move `champion`
-to it only if its success beats the champion's recorded success by more than `min_improvement`.
+to it only if it beats the champion on the same episodes with confidence: the lower end of the 95 %
+interval of the paired difference exceeds `min_improvement` (distrl_core.learner.champion).
 
 `latest` moves. The candidate is published in the same registered model as every other version
 (so promotion is only an alias move and the lineage stays in one place), and MLflow's `latest` is
@@ -83,7 +84,8 @@ class RetrainParams(BaseModel):
         0.0,
         ge=0.0,
         le=1.0,
-        description="Promote only if held-out success exceeds the champion's by more than this (0: any gain).",
+        description="Promote only if the lower end of the 95 % interval of the paired difference (candidate "
+        "minus champion, on the same episodes) exceeds this (0: better with confidence).",
     )
     reevaluate_champion: bool = Field(
         True,

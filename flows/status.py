@@ -7,6 +7,7 @@ from storage.registry import CHAMPION, PolicyRegistry
 from storage.sql_output import format_table
 from storage.sql_views import open_sql
 from storage.store import open_store
+from tasks.heldout_curve import curve_table, latest_curve_run, read_curve
 
 POOLS_SQL = """
 SELECT pool, count(*) AS episodes, printf('%.1f%%', 100 * avg(success)) AS success,
@@ -73,6 +74,7 @@ def status_report(store_uri: str | None = None, versions: int = 5) -> str:
             "",
             f"Last evaluation: {runs[0].info.run_name}: held-out success {_percent(metrics.get('heldout_success'))}",
         ]
+    lines += _curve_lines(registry, champion)
     learners = registry.client.search_runs(
         [registry.experiment_id()],
         "tags.role = 'learner'",
@@ -86,3 +88,23 @@ def status_report(store_uri: str | None = None, versions: int = 5) -> str:
             f"{metrics.get('learner_updates_total', 0):.0f} updates, duty cycle {metrics.get('learner_duty_cycle', 0):.0%}"
         )
     return "\n".join(lines)
+
+
+def _curve_lines(registry: PolicyRegistry, champion: int | None, rows: int = 12) -> list[str]:
+    """The newest training run's held-out curve (the continuous evaluator's), last `rows` points."""
+    run_id = latest_curve_run(registry)
+    if run_id is None:
+        return [
+            "",
+            "Held-out curve: no version scored yet (the evaluator scores each one as it is published)",
+        ]
+    run = registry.client.get_run(run_id)
+    points = read_curve(registry, run_id)
+    table = curve_table(points[-rows:], champion)
+    headers = list(table[0]) if table else []
+    widths = [max(len(h), *(len(r[h]) for r in table)) for h in headers]
+    state = "running" if run.info.status == "RUNNING" else "finished"
+    lines = ["", f"Held-out curve: {run.info.run_name}, {len(points)} points ({state})"]
+    lines.append("  " + "  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)))
+    lines += ["  " + "  ".join(r[h].rjust(w) for h, w in zip(headers, widths, strict=True)) for r in table]
+    return lines

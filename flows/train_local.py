@@ -15,8 +15,10 @@ from typing import Any
 from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field
 
+from distrl_core.learner.evaluation import IN_DISTRIBUTION_SEED
 from distrl_core.learner.warm_start import WarmStartConfig
 from flows.collect import collect
+from flows.evaluator import evaluator
 from flows.learn import learn
 from storage.registry import PolicyRegistry
 from storage.replay_config import ReplaySettings
@@ -30,6 +32,7 @@ from tasks.collector import (
     open_collector,
 )
 from tasks.evaluation import evaluate_version, record_evaluation
+from tasks.evaluator import EvaluatorParams
 from tasks.learner import (
     LearnerParams,
     close_learner,
@@ -84,7 +87,9 @@ class TrainLocalParams(BaseModel):
         "None: the tiny default.",
     )
     evaluate: bool = Field(
-        True, description="Evaluate the warm start and the final version on the held-out split."
+        True,
+        description="Evaluate on the held-out split: the warm start first, then every version as it is "
+        "published (the continuous evaluator, the newest when it cannot keep up), the last one included.",
     )
     seed: int = Field(
         0,
@@ -133,7 +138,8 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
         logger.info("warm start published as version %d", warm)
     baseline = evaluate_version(warm, family=params.family) if params.evaluate else None
     if baseline is not None:
-        record_evaluation(baseline)
+        # Not on a curve of its own: the evaluator puts it at the start of the learner's curve.
+        record_evaluation(baseline, add_to_curve=False)
     learner_params = params.learner.model_copy(
         update={"max_minutes": params.minutes, "store_uri": params.store_uri, "seed": params.seed}
         | ({"background_ingest": False} if params.sync else {})
@@ -142,23 +148,88 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
     run = StopToken()
     monitor = ProgressMonitor(run, enabled=show_progress)
     started = time.monotonic()
+    scores = _ContinuousEvaluation(params, run.id) if params.evaluate else None
     try:
         with monitor:
             run_phase = _run_sync if params.sync else _run_async
             outcome = run_phase(params, learner_params, run)
     finally:
+        run.set()  # the evaluator scores the last version, then stops
+        evaluated = scores.finish() if scores is not None else None
         run.close()
     final = registry.resolve("latest") or warm  # there is one: the warm start at least
-    report = evaluate_version(final, family=params.family) if params.evaluate else None
-    if report is not None:
-        report["promoted"] = record_evaluation(report)
+    report = _final_report(final, baseline, evaluated, params.family)
     return {
         "mode": "sync" if params.sync else "async",
         "seconds": time.monotonic() - started,
         "history": [sample.__dict__ for sample in monitor.history],
         "warm_start": baseline,
         "final": report,
+        "evaluator": _evaluator_summary(evaluated),
         **outcome,
+    }
+
+
+class _ContinuousEvaluation:
+    """The `evaluator` flow in a thread of this process, following the run's registry."""
+
+    def __init__(self, params: TrainLocalParams, stop_id: str) -> None:
+        self.result: dict[str, Any] = {}
+        evaluator_params = EvaluatorParams(family=params.family, poll_seconds=2.0)
+        self.thread = threading.Thread(
+            target=self._run, args=(evaluator_params, stop_id), name="evaluator", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self, params: EvaluatorParams, stop_id: str) -> None:
+        try:
+            self.result["summary"] = evaluator(params, stop_id)
+        except Exception as exc:  # the run goes on without its curve; say why at the end
+            log.warning("the continuous evaluator failed: %s", exc)
+            self.result["error"] = str(exc)
+
+    def finish(self) -> dict[str, Any]:
+        self.thread.join()
+        return self.result
+
+
+def _final_report(
+    final: int, baseline: dict | None, evaluated: dict[str, Any] | None, family: str | None
+) -> dict | None:
+    """The last version's held-out report (the evaluator's, else evaluated now) and, beside it, its
+    success on the train tasks under fresh seeds."""
+    if baseline is None:
+        return None
+    reports = (evaluated or {}).get("summary", {}).get("reports", {})
+    if final == baseline["version"]:
+        return baseline
+    report = reports.get(final)
+    if report is None:
+        report = evaluate_version(final, family=family, in_distribution=False)
+        record_evaluation(report)
+    inside = evaluate_version(
+        final,
+        split="train",
+        family=family,
+        seed=IN_DISTRIBUTION_SEED,
+        episodes_per_task=1,
+        in_distribution=False,
+    )
+    return report | {"in_distribution": {k: v for k, v in inside.items() if k in _SUMMARY_KEYS}}
+
+
+_SUMMARY_KEYS = ("success", "ci_low", "ci_high", "episodes", "episodes_per_task", "families", "family_ci")
+
+
+def _evaluator_summary(evaluated: dict[str, Any] | None) -> dict[str, Any] | None:
+    if evaluated is None:
+        return None
+    summary = evaluated.get("summary") or {}
+    return {
+        "scored": summary.get("scored", []),
+        "skipped": summary.get("skipped", []),
+        "promoted": summary.get("promoted", []),
+        "error": evaluated.get("error"),
     }
 
 

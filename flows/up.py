@@ -37,6 +37,7 @@ HOST = "127.0.0.1"
 # every client (workers, flow runs, `Stack.api`) retries 503 with exponential backoff (2, 4, ... 256 s).
 CLIENT_MAX_RETRIES = 8
 STATE_FILE = "state.json"
+EVALUATOR_DEPLOYMENT = "evaluator/evaluator"
 _HEALTH = {"s3": "/moto-api/", "mlflow": "/health", "prefect": "/api/health"}
 _DUMMY_S3_KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
@@ -60,6 +61,15 @@ class UpConfig(BaseModel):
     )
     worker_env: dict[str, str] = Field(
         default_factory=dict, description="Extra variables for every worker and its flow runs."
+    )
+    evaluator: bool = Field(
+        True,
+        description="Start a run of the `evaluator` deployment once the workers are up: every version the "
+        "learner publishes is then scored on the held-out split without anyone asking.",
+    )
+    evaluator_params: dict[str, object] = Field(
+        default_factory=dict,
+        description="Overrides of the evaluator deployment's `params` (e.g. episodes_per_task).",
     )
 
 
@@ -88,6 +98,7 @@ class Stack:
         self.ports: dict[str, int] = {}
         self.timings: dict[str, float] = {}
         self._owns_run_dir = False  # set once this stack has claimed run_dir (another may own it)
+        self.evaluator_run_id: str | None = None  # the continuous evaluator's flow run, once started
 
     # ----- addresses and environment --------------------------------------------------------------
     def url(self, name: str) -> str:
@@ -165,6 +176,8 @@ class Stack:
                 self._finish_deploy(deploy, started)
             if self.config.workers:
                 self._await_workers(started)
+                if deploy is not None and self.config.evaluator:
+                    self._start_evaluator()
             self._write_env_file()
         except BaseException:
             self.stop()
@@ -322,6 +335,15 @@ class Stack:
             time.sleep(0.5)
         self.timings["workers_s"] = time.monotonic() - started
 
+    def _start_evaluator(self) -> None:
+        """One run of the continuous evaluator, with the deployment's parameters (and any overrides)."""
+        with self.api() as client:
+            deployment = client.read_deployment_by_name(EVALUATOR_DEPLOYMENT)
+            parameters = dict(deployment.parameters)
+            parameters["params"] = dict(parameters.get("params") or {}) | self.config.evaluator_params
+            run = client.create_flow_run_from_deployment(deployment.id, parameters=parameters)
+        self.evaluator_run_id = str(run.id)
+
     # ----- state, description, stop ---------------------------------------------------------------
     def _write_state(self) -> None:
         if not self._owns_run_dir:
@@ -360,7 +382,7 @@ class Stack:
                 'then e.g. (docs/operations.md, "Trying it on one machine": a run where held-out success rises):',
                 "  prefect deployment run learn/learn --param params='{\"max_minutes\": 12}'",
                 "  prefect deployment run collect/collect-pool-a; prefect deployment run collect/collect-pool-b",
-                "  prefect deployment run evaluate/evaluate --param policy=1; prefect deployment run evaluate/evaluate",
+                "  (the evaluator already runs: it scores every published version; `distrl status` shows the curve)",
                 '  distrl sql "SELECT pool, policy_version, count(*) AS steps FROM steps GROUP BY ALL ORDER BY ALL"',
                 "  distrl status",
             ]

@@ -1,4 +1,11 @@
-"""Evaluation tasks: a policy version on the held-out split, and `champion` promotion."""
+"""Evaluation tasks: a policy version on the held-out split, and `champion` promotion.
+
+A protocol (split, families, episodes per task, seed) fixes which episodes are played, so two
+versions evaluated under one protocol pair up episode by episode. Each scored version keeps its
+outcomes in registry tags (`heldout_protocol`, `heldout_outcomes`, `heldout_success`): the champion
+rule compares a challenger with the champion on the same episodes
+(`distrl_core.learner.champion`), and a restarted evaluator knows what it already scored.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +14,29 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from distrl_core.envs.simdroid.tasks import load_tasks
+from distrl_core.learner.champion import PairedDifference, beats_with_confidence
 from distrl_core.learner.evaluation import (
     HELDOUT_SEED,
     IN_DISTRIBUTION_SEED,
     estimate_success,
+    outcomes_from_text,
 )
 from distrl_core.policy import load_policy
 from storage.registry import CHAMPION, PolicyRegistry
+from tasks import heldout_curve
 from tasks.mlflow_metrics import log_metrics, start_tracked_run
-from tasks.retry import only_transient, with_retries
+from tasks.retry import only_transient
 
 HELDOUT_TAG = "heldout_success"
-CURVE_ROLE = "learning_curve"  # the MLflow run that holds held-out success per version (step = version)
-CURVE_KEYS = ("heldout_success", "heldout_ci_low", "heldout_ci_high")
+PROTOCOL_TAG = "heldout_protocol"
+OUTCOMES_TAG = "heldout_outcomes"
+CURVE_ROLE = heldout_curve.CURVE_ROLE
+curve_metrics = heldout_curve.curve_metrics
+
+
+def protocol_name(split: str, family: str | None, episodes_per_task: int, seed: int) -> str:
+    """The episodes an evaluation plays, as a name: same name, same episodes (pairable outcomes)."""
+    return f"{split}:{family or 'all'}:{episodes_per_task}x:seed{seed}"
 
 
 @task(cache_policy=NO_CACHE, task_run_name="evaluate v{version} ({split} split)")
@@ -46,7 +63,14 @@ def evaluate_version(
         parallel=parallel_envs,
         policy_version=version,
     )
-    report = {"version": version, "split": split, **estimate.as_dict()}
+    report = {
+        "version": version,
+        "split": split,
+        "family": family,
+        "seed": seed,
+        "protocol": protocol_name(split, family, episodes_per_task, seed),
+        **estimate.as_dict(),
+    }
     if in_distribution and split != "train":
         train = estimate_success(
             policy,
@@ -56,7 +80,9 @@ def evaluate_version(
             parallel=parallel_envs,
             policy_version=version,
         )
-        report["in_distribution"] = {k: v for k, v in train.as_dict().items() if k != "tasks"}
+        report["in_distribution"] = {
+            k: v for k, v in train.as_dict().items() if k not in ("tasks", "outcomes")
+        }
     return report
 
 
@@ -71,26 +97,91 @@ def report_markdown(report: dict, baseline: dict | None = None) -> str:
         if item is not None:
             lines.append(
                 f"| {name} (v{item['version']}) | {item['success']:.1%} | "
-                f"{item['ci_low']:.1%}–{item['ci_high']:.1%} | {item['episodes']} |"
+                f"{item['ci_low']:.1%}-{item['ci_high']:.1%} | {item['episodes']} |"
             )
     for name, item in (("baseline", baseline), ("this version", report)):
         inside = (item or {}).get("in_distribution")
         if inside is not None:
             lines.append(
                 f"| {name}, train tasks (fresh seeds) | {inside['success']:.1%} | "
-                f"{inside['ci_low']:.1%}–{inside['ci_high']:.1%} | {inside['episodes']} |"
+                f"{inside['ci_low']:.1%}-{inside['ci_high']:.1%} | {inside['episodes']} |"
             )
     lines += ["", "| family | success |", "|---|---|"]
     lines += [f"| {family} | {rate:.1%} |" for family, rate in report["families"].items()]
     return "\n".join(lines)
 
 
-@task(retries=3, retry_delay_seconds=2, retry_condition_fn=only_transient, cache_policy=NO_CACHE)
-def record_evaluation(report: dict, min_improvement: float = 0.0) -> bool:
-    """Log the evaluation to MLflow and the Prefect UI; move `champion` if it beats the current one.
+def scored_outcomes(registry: PolicyRegistry, version: int, protocol: str) -> tuple[bool, ...] | None:
+    """The outcomes recorded for `version` under `protocol`, or None if it was not scored so."""
+    tags = registry.tags(version)
+    if tags.get(PROTOCOL_TAG) != protocol or OUTCOMES_TAG not in tags:
+        return None
+    return outcomes_from_text(tags[OUTCOMES_TAG])
 
-    It beats it when its success exceeds the champion's recorded success by more than
-    `min_improvement` (0: any gain); a champion never evaluated is always beaten.
+
+def _tag_scores(registry: PolicyRegistry, report: dict) -> None:
+    version = str(report["version"])
+    for key, value in (
+        (HELDOUT_TAG, f"{report['success']:.6f}"),
+        (PROTOCOL_TAG, report["protocol"]),
+        (OUTCOMES_TAG, report["outcomes"]),
+    ):
+        registry.client.set_model_version_tag(registry.name, version, key, value)
+
+
+def champion_outcomes(registry: PolicyRegistry, report: dict) -> tuple[int | None, tuple[bool, ...] | None]:
+    """The champion and its outcomes under the report's protocol; a champion scored under another
+    protocol (or before outcomes were kept) is evaluated again first, so the comparison is paired."""
+    champion = registry.resolve(CHAMPION)
+    if champion is None or champion == report["version"]:
+        return champion, None
+    outcomes = scored_outcomes(registry, champion, report["protocol"])
+    if outcomes is None:
+        again = evaluate_version.fn(
+            champion,
+            split=report["split"],
+            family=report.get("family"),
+            seed=report.get("seed", HELDOUT_SEED),
+            episodes_per_task=report["episodes_per_task"],
+            in_distribution=False,
+        )
+        _tag_scores(registry, again)
+        outcomes = outcomes_from_text(again["outcomes"])
+    return champion, outcomes
+
+
+def _comparison_text(
+    champion: int | None, diff: PairedDifference | None, promoted: bool, version: int
+) -> str:
+    if champion is None:
+        return f"no champion yet: v{version} is now champion"
+    if diff is None:
+        return f"v{version} is the champion"
+    verdict = f"v{version} is now champion" if promoted else f"champion stays v{champion}"
+    return (
+        f"paired with champion v{champion} on {diff.pairs} episodes: difference {diff.mean:+.1%} "
+        f"(95% CI {diff.low:+.1%} to {diff.high:+.1%}; {diff.challenger_wins} won, "
+        f"{diff.champion_wins} lost); {verdict}"
+    )
+
+
+@task(retries=3, retry_delay_seconds=2, retry_condition_fn=only_transient, cache_policy=NO_CACHE)
+def record_evaluation(
+    report: dict,
+    min_improvement: float = 0.0,
+    *,
+    training_run: str | None = None,
+    starting_version: bool = False,
+    add_to_curve: bool = True,
+) -> bool:
+    """Log the evaluation to MLflow and the Prefect UI, add it to its training run's held-out curve,
+    and move `champion` when the version is better than the champion with confidence: the lower end
+    of the 95 % interval of the paired difference on the same episodes is above `min_improvement`.
+
+    `training_run`: the curve the point belongs to (default: the run that published the version);
+    `starting_version`: the version is that run's start (warm start, retrain parent), at (0 s, 0 steps);
+    `add_to_curve=False`: no curve point (a warm start scored before its learner exists; the
+    evaluator puts it at the start of the learner's curve).
     """
     registry = PolicyRegistry()
     version = report["version"]
@@ -101,6 +192,7 @@ def record_evaluation(report: dict, min_improvement: float = 0.0) -> bool:
         params={
             "policy_version": version,
             "split": report["split"],
+            "protocol": report["protocol"],
             "families": ",".join(report["families"]),
             "episodes": report["episodes"],
             "min_improvement": min_improvement,
@@ -112,105 +204,52 @@ def record_evaluation(report: dict, min_improvement: float = 0.0) -> bool:
     log_metrics(registry, run_id, metrics, step=version)
     registry.client.log_dict(run_id, report, "evaluation.json")
     registry.client.set_terminated(run_id)
-    protocol = f"{report['split']}: {'+'.join(report['families'])}"
-    curve = _log_learning_curve(registry, version, protocol, metrics)
-    registry.client.set_model_version_tag(
-        registry.name, str(version), HELDOUT_TAG, f"{report['success']:.6f}"
-    )
-    champion = registry.resolve(CHAMPION)
-    champion_score = None if champion is None else float(registry.tags(champion).get(HELDOUT_TAG, "-1"))
-    promoted = champion_score is None or report["success"] > champion_score + min_improvement
+    _tag_scores(registry, report)
+
+    champion, champion_scores = champion_outcomes(registry, report)
+    promoted, diff = beats_with_confidence(outcomes_from_text(report["outcomes"]), champion_scores)
+    if diff is not None:
+        promoted = diff.low > min_improvement
+    if champion == version:
+        promoted = False
     if promoted:
         registry.set_alias(CHAMPION, version)
-    previous = "none" if champion is None else f"v{champion} at {champion_score:.1%}"
+    comparison = _comparison_text(champion, diff, promoted, version)
+    points = _add_to_curve(registry, report, training_run, starting_version) if add_to_curve else []
+    now_champion = version if promoted else champion
     get_run_logger().info(
-        "policy v%d on the %s split: %.1f%% held-out success (95%% CI %.1f%%–%.1f%%, %d episodes; %s); "
-        "previous champion %s; %s",
+        "policy v%d on %s: %.1f%% held-out success (95%% CI %.1f%%-%.1f%%, %d episodes; %s); %s",
         version,
-        report["split"],
+        report["protocol"],
         100 * report["success"],
         100 * report["ci_low"],
         100 * report["ci_high"],
         report["episodes"],
         ", ".join(f"{f} {100 * r:.1f}%" for f, r in report["families"].items()),
-        previous,
-        f"v{version} is now champion" if promoted else f"champion stays v{champion}",
+        comparison,
     )
     create_markdown_artifact(
-        report_markdown(report)
-        + f"\n\nprevious champion: {previous}; champion now: v{version if promoted else champion}",
+        report_markdown(report) + f"\n\n{comparison}",
         key=f"evaluation-v{version}",
         description="held-out success of a policy version",
     )
-    create_table_artifact(
-        _curve_table(curve, version if promoted else champion),
-        key="heldout-learning-curve",
-        description="held-out success by policy version (the learning curve; also the MLflow run "
-        "'held-out learning curve', metric heldout_success against step)",
-    )
+    if points:
+        create_table_artifact(
+            heldout_curve.curve_table(points, now_champion),
+            key="heldout-learning-curve",
+            description="held-out success by policy version, minutes since the learner started and env "
+            "steps (the MLflow run 'held-out curve of <training run>')",
+        )
     return promoted
 
 
-def curve_metrics(report: dict) -> dict[str, float]:
-    """Held-out success and its 95% interval, overall and per family (`heldout_success_general`...)."""
-    metrics = {
-        "heldout_success": report["success"],
-        "heldout_ci_low": report["ci_low"],
-        "heldout_ci_high": report["ci_high"],
-    }
-    for family, rate in report["families"].items():
-        low, high = report.get("family_ci", {}).get(family, (float("nan"), float("nan")))
-        metrics |= {
-            f"heldout_success_{family}": rate,
-            f"heldout_ci_low_{family}": low,
-            f"heldout_ci_high_{family}": high,
-        }
-    return metrics
-
-
-def _curve_run(registry: PolicyRegistry, protocol: str) -> str:
-    """The learning-curve run of a registered model and an evaluation protocol (split and families:
-    scores of different protocols are not one curve), created on first use."""
-    found = registry.client.search_runs(
-        [registry.experiment_id()],
-        f"tags.role = '{CURVE_ROLE}' and tags.model = '{registry.name}' and tags.protocol = '{protocol}'",
-        order_by=["attributes.start_time ASC"],
-        max_results=1,
-    )
-    if found:
-        return found[0].info.run_id
-    return start_tracked_run(
-        registry,
-        f"held-out learning curve ({protocol})",
-        tags={"role": CURVE_ROLE, "model": registry.name, "protocol": protocol},
-        params={"model": registry.name, "protocol": protocol, "x_axis": "policy version (metric step)"},
-    )
-
-
-def _log_learning_curve(
-    registry: PolicyRegistry, version: int, protocol: str, metrics: dict[str, float]
-) -> list[dict]:
-    """Held-out success as one series per metric with step = policy version, on the curve run and on
-    the run that published the version (the learner's); returns the curve so far, version by version."""
-    curve_run = with_retries(lambda: _curve_run(registry, protocol), "finding the learning-curve run")
-    log_metrics(registry, curve_run, metrics, step=version)
-    source = registry.client.get_model_version(registry.name, str(version)).run_id
-    if source:
-        log_metrics(registry, source, metrics, step=version)
-    history = {key: registry.client.get_metric_history(curve_run, key) for key in CURVE_KEYS}
-    rows: dict[int, dict] = {}
-    for key, points in history.items():
-        for point in points:  # a version evaluated twice: the newest value wins
-            rows.setdefault(point.step, {"version": point.step})[key] = point.value
-    return [rows[v] for v in sorted(rows)]
-
-
-def _curve_table(curve: list[dict], champion: int | None) -> list[dict]:
-    return [
-        {
-            "version": f"v{row['version']}" + (" (champion)" if row["version"] == champion else ""),
-            "held-out success": f"{row.get('heldout_success', float('nan')):.1%}",
-            "95% CI": f"{row.get('heldout_ci_low', float('nan')):.1%}–{row.get('heldout_ci_high', float('nan')):.1%}",
-        }
-        for row in curve
-    ]
+def _add_to_curve(
+    registry: PolicyRegistry, report: dict, training_run: str | None, starting_version: bool
+) -> list[heldout_curve.CurvePoint]:
+    version = int(report["version"])
+    run = training_run or heldout_curve.training_run_of(registry, version)
+    if run is None:
+        return []
+    seconds, env_steps = heldout_curve.axes_of(registry.tags(version), starting_version=starting_version)
+    curve = heldout_curve.log_point(registry, report, training_run=run, seconds=seconds, env_steps=env_steps)
+    return heldout_curve.read_curve(registry, curve)

@@ -29,6 +29,7 @@ from storage.registry import PolicyRegistry
 from storage.replay import Replay, ReplayNotReady, SampleBatch
 from storage.replay_config import ReplaySettings
 from storage.store import open_store
+from tasks.heldout_curve import ENV_STEPS_TAG, SECONDS_TAG
 from tasks.mlflow_metrics import log_metrics, start_tracked_run
 from tasks.retry import only_transient, with_retries
 
@@ -132,6 +133,10 @@ class LearnerSession:
         self.run_id = run_id  # the learner's MLflow run
         self.version = version  # the registry version its weights were last published as
         self.samples_seen = 0
+        # The x-axes of the held-out curve (tasks/heldout_curve.py), written on every version:
+        # wall-clock seconds since this learner started and environment steps it has ingested.
+        self.started_at = time.time()
+        self.env_steps = 0
         self.clock = clock or LearnerTiming()
         # The next batch, drawn while the current update runs.
         self.prefetch: Future[SampleBatch] | None = None
@@ -288,6 +293,7 @@ def train_block(session: LearnerSession, updates: int | None = None) -> dict[str
 def _ingest(session: LearnerSession, background: bool) -> dict[str, int]:
     started = time.perf_counter()
     report = session.replay.ingest().__dict__
+    session.env_steps += int(report.get("steps", 0))
     if background:
         session.clock.background_ingest_s += time.perf_counter() - started
     else:
@@ -357,6 +363,8 @@ def publish_policy(session: LearnerSession) -> int:
                 "replay_size": session.replay.size_steps,
                 "algorithm": session.params.algorithm,
                 "parent_version": session.version,  # the version these weights were trained from
+                SECONDS_TAG: f"{time.time() - session.started_at:.3f}",
+                ENV_STEPS_TAG: session.env_steps,
             },
         )
     session.version = version

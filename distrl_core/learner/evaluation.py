@@ -26,6 +26,8 @@ __all__ = [
     "IN_DISTRIBUTION_SEED",
     "SuccessEstimate",
     "estimate_success",
+    "outcomes_from_text",
+    "outcomes_to_text",
     "wilson_interval",
 ]
 
@@ -56,6 +58,9 @@ class SuccessEstimate:
     per_task: dict[str, float] = field(default_factory=dict)
     per_family: dict[str, float] = field(default_factory=dict)
     per_family_counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # (successes, episodes)
+    # Every episode's outcome in the protocol's fixed order (repetition, then task list order): two
+    # versions evaluated alike pair up episode by episode (distrl_core.learner.champion).
+    outcomes: tuple[bool, ...] = ()
 
     @property
     def success(self) -> float:
@@ -83,13 +88,25 @@ class SuccessEstimate:
             "families": dict(self.per_family),
             "family_ci": {f: wilson_interval(*counts) for f, counts in self.per_family_counts.items()},
             "tasks": dict(self.per_task),
+            "outcomes": outcomes_to_text(self.outcomes),
         }
+
+
+def outcomes_to_text(outcomes: Sequence[bool]) -> str:
+    """Outcomes as a compact "0110..." string (an MLflow tag, a JSON field)."""
+    return "".join("1" if ok else "0" for ok in outcomes)
+
+
+def outcomes_from_text(text: str) -> tuple[bool, ...]:
+    if set(text) - {"0", "1"}:
+        raise ValueError(f"outcomes must be a string of 0 and 1, got {text[:40]!r}")
+    return tuple(ch == "1" for ch in text)
 
 
 def estimate_from_outcomes(
     outcomes: Sequence[tuple[str, str, bool]], episodes_per_task: int
 ) -> SuccessEstimate:
-    """From (family, task_id, success) triples."""
+    """From (family, task_id, success) triples, in the protocol's order."""
     per_task: dict[str, list[bool]] = defaultdict(list)
     per_family: dict[str, list[bool]] = defaultdict(list)
     for family, task_id, ok in outcomes:
@@ -102,6 +119,7 @@ def estimate_from_outcomes(
         per_task={t: sum(v) / len(v) for t, v in sorted(per_task.items())},
         per_family={f: sum(v) / len(v) for f, v in sorted(per_family.items())},
         per_family_counts={f: (sum(v), len(v)) for f, v in sorted(per_family.items())},
+        outcomes=tuple(ok for _, _, ok in outcomes),
     )
 
 
@@ -136,5 +154,7 @@ def estimate_success(
         if env is not None:
             config = replace(config, env=env)
         result = run_episodes(policy, tasks, config)
-        outcomes += [(family_of[e.task_id], e.task_id, e.success) for e in result.episodes]
+        # Episodes finish in any order; the protocol's order is the task list's.
+        done = {e.task_id: e.success for e in result.episodes}
+        outcomes += [(family_of[t.task_id], t.task_id, done[t.task_id]) for t in tasks if t.task_id in done]
     return estimate_from_outcomes(outcomes, episodes_per_task)

@@ -1,0 +1,89 @@
+"""The continuous evaluator against a registry that publishes while it runs: every version when it
+keeps up, the newest when it cannot, none twice (also across a restart), the curve's three axes
+equal to the learner's tags, the curve run finished when training ends, and a champion that does
+not move on equal outcomes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from distrl_core.learner.warm_start import WarmStartConfig
+from flows.evaluator import evaluator
+from storage.registry import CHAMPION, PolicyRegistry
+from tasks.evaluation import PROTOCOL_TAG
+from tasks.evaluator import EvaluatorParams
+from tasks.heldout_curve import CURVE_ROLE, ENV_STEPS_TAG, SECONDS_TAG, read_curve
+from tasks.stop import StopToken
+from tasks.warm_start import warm_start_policy
+
+# One greedy episode per held-out General task: a few seconds per version on a tiny policy.
+PARAMS = EvaluatorParams(family="general", episodes_per_task=1, poll_seconds=0.2)
+
+
+def _wait_scored(registry: PolicyRegistry, version: int, timeout_s: float = 300) -> None:
+    deadline = time.monotonic() + timeout_s
+    while PROTOCOL_TAG not in registry.tags(version):
+        assert time.monotonic() < deadline, f"v{version} was not scored within {timeout_s} s"
+        time.sleep(0.2)
+
+
+def _publish(registry: PolicyRegistry, run_id: str, source: Path, seconds: float, steps: int) -> int:
+    # The same weights every time: equal outcomes, so the champion must never move by itself.
+    return registry.publish(source, run_id=run_id, tags={SECONDS_TAG: f"{seconds:.3f}", ENV_STEPS_TAG: steps})
+
+
+@pytest.mark.slow
+def test_the_evaluator_follows_a_publishing_registry(embedded_home: Path) -> None:
+    warm = warm_start_policy.fn(WarmStartConfig(family="general", updates=2))
+    registry = PolicyRegistry()
+    source = registry.fetch(warm).path
+    learner_run = registry.start_run("learner", tags={"role": "learner", "parent_version": str(warm)})
+
+    token = StopToken()
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.update(evaluator(PARAMS, token.id)))
+    thread.start()
+    try:
+        _wait_scored(registry, warm)
+        published = {warm: (0.0, 0)}
+        # Keeping up: one version at a time, each scored before the next appears.
+        for i in (1, 2):
+            version = _publish(registry, learner_run, source, 10.0 * i, 100 * i)
+            published[version] = (10.0 * i, 100 * i)
+            _wait_scored(registry, version)
+        # Falling behind: three at once; only the newest is scored.
+        burst = [_publish(registry, learner_run, source, 30.0 + i, 300 + i) for i in range(3)]
+        published[burst[-1]] = (32.0, 302)
+        _wait_scored(registry, burst[-1])
+        registry.client.set_terminated(learner_run)  # training ends
+    finally:
+        token.set()
+        thread.join(timeout=600)
+        token.close()
+    assert not thread.is_alive()
+    assert result["scored"] == [warm, warm + 1, warm + 2, burst[-1]]
+    assert result["skipped"] == burst[:-1]
+    assert registry.resolve(CHAMPION) == warm  # equal outcomes: the first champion stays
+
+    (curve,) = registry.client.search_runs(
+        [registry.experiment_id()], f"tags.role = '{CURVE_ROLE}' and tags.training_run = '{learner_run}'"
+    )
+    assert curve.info.status == "FINISHED"
+    assert curve.info.run_name.startswith("held-out curve of learner")
+    points = read_curve(registry, curve.info.run_id)
+    assert [p.version for p in points] == sorted(published)
+    for point in points:  # the three axes: version (step), seconds and steps from the version's tags
+        assert (point.seconds, point.env_steps) == pytest.approx(published[point.version])
+        assert 0 <= point.ci_low <= point.success <= point.ci_high <= 1
+
+    # A restart scores nothing twice: it resumes after the newest version scored.
+    again = StopToken()
+    again.set()
+    try:
+        assert evaluator(PARAMS, again.id)["scored"] == []
+    finally:
+        again.close()
