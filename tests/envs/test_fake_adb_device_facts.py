@@ -5,6 +5,11 @@ of adbutils' own e2e suite (its tests are not copied; see docs/operations.md).""
 
 from __future__ import annotations
 
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
 import adbutils
 import pytest
 
@@ -68,3 +73,37 @@ def test_log_writes_the_device_log(device: adbutils.AdbDevice) -> None:
     )
     assert "I/log: plain" in device.shell("logcat -d -v tag")
     assert device.shell2(["log", "-p", "q", "x"]).returncode == 1
+
+
+def _wait_for(predicate: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_logcat_follows_new_lines_until_stopped(device: adbutils.AdbDevice, tmp_path: Path) -> None:
+    path = tmp_path / "logcat.txt"
+    device.shell(["log", "-t", "OLD", "cleared before the stream"])
+    stream = device.logcat(path, clear=True, command="logcat -v time", re_filter="I/TAG")
+    device.shell(["log", "-p", "i", "-t", "TAG", "hello"])
+    device.shell(["log", "-p", "i", "-t", "OTHER", "filtered out"])
+    assert _wait_for(lambda: "hello" in path.read_text(encoding="utf-8"))
+    device.shell(["log", "-p", "i", "-t", "TAG", "second"])
+    assert _wait_for(lambda: "second" in path.read_text(encoding="utf-8"))
+    stream.stop(timeout=10)
+    text = path.read_text(encoding="utf-8")
+    assert re.search(r"I/TAG\(\s*\d+\): hello", text) and "OLD" not in text and "OTHER" not in text
+
+
+def test_following_logcat_over_shell_v2_and_its_end_on_hang_up(device: adbutils.AdbDevice) -> None:
+    device.shell(["log", "-t", "TAG", "kept"])
+    connection = device.shell("logcat -v tag", stream=True)
+    connection.conn.settimeout(10)
+    assert b"I/TAG: kept" in connection.conn.recv(4096)
+    connection.close()
+    # The server let go of the stream: the device still answers, and a dump still works.
+    assert "I/TAG: kept" in device.shell("logcat -d -v tag")
+    assert "I/TAG: kept" in device.shell("logcat -v tag | grep kept")  # in a pipeline: dumps and returns

@@ -193,6 +193,7 @@ class FakeDevice:
         # `adb reverse` listeners (device-side remote -> host-side local) and the logcat buffer.
         self.reverses: dict[str, str] = {}
         self.log_entries: list[LogEntry] = []
+        self.log_count = 0  # lines ever logged: a streaming logcat's position survives trimming and -c
         # Notified on every new log line, so a streaming `logcat` wakes up (uses `lock`).
         self.log_written = threading.Condition(self.lock)
         self.idle_error_prob = idle_error_prob
@@ -208,8 +209,15 @@ class FakeDevice:
         """Append a line to the device's log buffer and wake streaming ``logcat`` readers."""
         with self.lock:
             self.log_entries.append(LogEntry(time.time(), priority, tag, message))
+            self.log_count += 1
             del self.log_entries[:-MAX_LOG_LINES]
             self.log_written.notify_all()
+
+    def log_since(self, position: int) -> tuple[list[LogEntry], int]:
+        """The lines logged after ``position`` (a ``log_count``) that are still kept, and the new position."""
+        with self.lock:
+            first = self.log_count - len(self.log_entries)
+            return self.log_entries[max(position - first, 0) :], self.log_count
 
     def draw_idle_state_error(self) -> bool:
         """Whether this ``uiautomator dump`` fails with "could not get idle state" (an animating screen)."""

@@ -21,6 +21,7 @@ from PIL import Image
 from distrl_core.envs.fake_adb.device import FakeDevice
 from distrl_core.envs.fake_adb.host_services import DeviceTable, host_query
 from distrl_core.envs.fake_adb.shell import ShellOutput, run_shell
+from distrl_core.envs.fake_adb.streams import follow_logcat, following_logcat_args
 from distrl_core.envs.fake_adb.sync_service import serve_sync
 from distrl_core.envs.fake_adb.wire import close_gracefully, read_request, send_fail, send_okay
 from distrl_core.envs.simdroid.faults import DeviceOffline
@@ -97,6 +98,10 @@ def _serve_device(sock: socket.socket, device: FakeDevice, request: str) -> None
         send_fail(sock, "an interactive shell is not supported by the fake device: give a command")
         return
     send_okay(sock)
+    logcat_args = following_logcat_args(argument)
+    if logcat_args is not None:
+        follow_logcat(sock, device, logcat_args, shell_v2=name == "shell" and "v2" in options)
+        return
     try:
         result = run_shell(device, argument)
     except DeviceOffline:
