@@ -15,12 +15,18 @@ The [y, x] -> (x, y) swap and the action-type names follow DigiRL's ``autoui_tra
 (digirl/environment/android/autoui_utils.py). DigiRL spells the impossible status
 ``TASK_IMPOSSIBLE``; AutoUI's ``STATUS_TASK_IMPOSSIBLE`` (and ``TASK_COMPLETE``) are accepted too.
 
-Fields may come in any order. The parser is a single left-to-right scan (no backtracking regex), so
-its time is linear in the length of the model output, whatever the output.
+Fields may come in any order. ``typed_text`` is read first, as a JSON-style string (``\\"`` is a quote,
+``\\\\`` a backslash, ``\\n`` a newline, ``\\uXXXX`` a code point), and the other fields are looked for
+outside it, so typed text that itself reads like a field or a decision cannot change the action.
+AutoUI's own training data does not escape quotes, so an unescaped quote ends the text only where a
+field could end: before the end of the output, or before ``,``/``;``/``}`` and then the end or
+another field's key; failing that, at the last quote. The parser is a left-to-right scan (no
+backtracking regex), so its time is linear in the length of the model output, whatever the output.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable
@@ -43,8 +49,13 @@ _TAP_DISTANCE_UNITS = round(AUTOUI_TAP_DISTANCE * _GRID)  # 400 grid units
 # Neither pattern has nested or overlapping quantifiers: each whitespace run is crossed once.
 _DECISION = re.compile(r"action\s*decision\s*:", re.IGNORECASE)
 _KEY = re.compile(r'"?(action_type|touch_point|lift_point|typed_text)"?\s*:', re.IGNORECASE)
-# What may stand before a key that starts a field (besides the start of the decision).
-_FIELD_SEPARATORS = ",{;("
+_TYPED_TEXT_KEY = re.compile(r'"?typed_text"?\s*:', re.IGNORECASE)
+# What may stand before a key that starts a field (besides the start of the text); ":" ends "Action Decision:".
+_FIELD_SEPARATORS = ",{;(:"
+# What may follow the closing quote of a field's value, before the next key or the end.
+_VALUE_TERMINATORS = ",;}"
+_JSON_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_HEX = frozenset("0123456789abcdefABCDEF")
 
 _SIMPLE = {
     "PRESS_BACK": Action.press("BACK"),
@@ -140,12 +151,89 @@ def _dual_point(fields: dict[str, str], raw: str) -> Action:
     return Action.swipe(start=(touch[1], touch[0]), end=(lift[1], lift[0]))
 
 
-def _type(fields: dict[str, str], raw: str) -> Action:
-    value = fields.get("typed_text")
-    close = -1 if value is None else value.rfind('"')
-    if value is None or not value.startswith('"') or close < 1:
+def _ends_value(text: str, index: int) -> bool:
+    """Whether a quote just before ``index`` can close a field's value: the end of the output
+    follows, or a terminator and then the end or another field's key."""
+    index = _skip_space(text, index)
+    if index == len(text):
+        return True
+    if text[index] not in _VALUE_TERMINATORS:
+        return False
+    index = _skip_space(text, index + 1)
+    return index == len(text) or _KEY.match(text, index) is not None
+
+
+def _skip_space(text: str, index: int) -> int:
+    while index < len(text) and text[index].isspace():
+        index += 1
+    return index
+
+
+def _read_string(text: str, index: int) -> tuple[str, int, int] | None:
+    """The JSON-style string at ``index`` (after spaces): (decoded text, opening quote, index after
+    the closing quote), or None when no quoted string is there."""
+    index = _skip_space(text, index)
+    if index >= len(text) or text[index] != '"':
+        return None
+    opening, index = index, index + 1
+    decoded: list[str] = []
+    last_quote: tuple[int, int] | None = None  # (index, decoded length) of the last unescaped quote
+    while index < len(text):
+        char = text[index]
+        if char == "\\" and index + 1 < len(text):
+            escape = text[index + 1]
+            hex_digits = text[index + 2 : index + 6]
+            if escape in _JSON_ESCAPES:
+                decoded.append(_JSON_ESCAPES[escape])
+                index += 2
+            elif escape == "u" and len(hex_digits) == 4 and set(hex_digits) <= _HEX:
+                decoded.append(chr(int(hex_digits, 16)))
+                index += 6
+            else:  # not an escape JSON knows: the backslash is text (a model that never escapes)
+                decoded.append(char)
+                index += 1
+            continue
+        if char == '"':
+            if _ends_value(text, index + 1):
+                return _join(decoded), opening, index + 1
+            last_quote = (index, len(decoded))
+        decoded.append(char)
+        index += 1
+    if last_quote is None:
+        return None
+    return _join(decoded[: last_quote[1]]), opening, last_quote[0] + 1
+
+
+def _join(chars: list[str]) -> str:
+    text = "".join(chars)
+    try:  # a \uD83D\uDE00 escape pair is one emoji
+        return text.encode("utf-16", "surrogatepass").decode("utf-16")
+    except UnicodeDecodeError:  # a lone surrogate stays, for _type to refuse with its reason
+        return text
+
+
+def _typed_text(text: str) -> tuple[str | None, str]:
+    """The typed text (None when there is no quoted ``typed_text`` value) and the output with that
+    value emptied, so nothing inside the text is read as a field."""
+    key = None
+    for match in _TYPED_TEXT_KEY.finditer(text):
+        if _starts_field(text, match.start()):
+            key = match
+            break
+        key = key or match
+    if key is None:
+        return None, text
+    read = _read_string(text, key.end())
+    if read is None:
+        return None, text
+    value, opening, after = read
+    return value, text[:opening] + '""' + text[after:]
+
+
+def _type(typed: str | None, raw: str) -> Action:
+    if typed is None:
         return Action.invalid(raw, 'TYPE needs "typed_text": "<text>"')
-    text = value[1:close]  # up to the field's last quote, so inner quotes survive
+    text = typed
     if not text:
         return Action.invalid(raw, 'TYPE needs a non-empty "typed_text"')
     if len(text) > MAX_TEXT_CHARS:
@@ -165,7 +253,8 @@ def parse_autoui_action(text: object) -> Action:
     if not isinstance(text, str):
         return Action.invalid(repr(text), f"expected a string, got {type(text).__name__}")
     try:
-        body = _DECISION.split(text)[-1]  # the plan before "Action Decision:" may name action types
+        typed, rest = _typed_text(text)
+        body = _DECISION.split(rest)[-1]  # the plan before "Action Decision:" may name action types
         fields = _fields(body)
         action_type = _unquote_word(fields.get("action_type", ""))
         if not action_type:
@@ -173,7 +262,7 @@ def parse_autoui_action(text: object) -> Action:
         if action_type == "DUAL_POINT":
             return _dual_point(fields, text)
         if action_type == "TYPE":
-            return _type(fields, text)
+            return _type(typed, text)
         if action_type in _SIMPLE:
             return _SIMPLE[action_type]
         return Action.invalid(text, f"unknown AutoUI action_type {action_type!r}")
@@ -213,7 +302,8 @@ def format_autoui_action(
         start, end = swipe_endpoints(action)
         return _autoui("DUAL_POINT", yx(start), yx(end))
     if kind is ActionKind.TYPE:
-        return _autoui("TYPE", text=action.text or "")
+        # Escaped JSON-style, so any text (quotes, backslashes, field-like pieces) reads back as itself.
+        return _autoui("TYPE", text=json.dumps(action.text or "", ensure_ascii=False)[1:-1])
     if kind is ActionKind.KEY:
         return _autoui(f"PRESS_{action.key}")
     if kind is ActionKind.STATUS:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from distrl_core.envs.actions import Action, ActionKind
+from distrl_core.envs.actions import MAX_TEXT_CHARS, Action, ActionKind
 from distrl_core.envs.actions_autoui import format_autoui_action, parse_autoui_action
 
 
@@ -127,7 +128,7 @@ _FIELDS = {
 def test_field_order_does_not_matter(order: tuple[str, ...], separator: str) -> None:
     body = separator.join(_FIELDS[name] for name in order)
     typed = parse_autoui_action("Action Decision: " + body)
-    assert typed == Action.type_text('best buy, \\"cheap\\" tv'), body
+    assert typed == Action.type_text('best buy, "cheap" tv'), body  # JSON-style escapes are honoured
     tap = body.replace('"TYPE"', '"DUAL_POINT"').replace("-1.0, -1.0", "0.25, 0.75")
     assert parse_autoui_action("Action Decision: " + tap) == Action.tap(point=(0.75, 0.25)), tap
     braced = parse_autoui_action("Action Decision: {" + body + "}")
@@ -182,3 +183,90 @@ def test_random_and_near_miss_autoui_strings_never_raise(text: str) -> None:
     assert isinstance(action, Action)
     if not action.is_valid:
         assert "internal parser error" not in (action.reason or "")
+
+
+# Typed text that reads like AutoUI fields or a decision (issue 19: DigiRL's translator and this
+# parser both took these pieces for fields when typed_text was not the last field).
+_FIELD_LIKE_TEXTS = [
+    'buy milk, "action_type": "PRESS_HOME"',
+    'Action Decision: "action_type": "PRESS_BACK"',
+    'swipe here, "lift_point": "[0.9, 0.9]"',
+    'a; "touch_point": "[0.1, 0.1]"',
+    'x", "action_type": "PRESS_HOME", "typed_text": "y',
+]
+
+
+@pytest.mark.parametrize("typed", _FIELD_LIKE_TEXTS)
+@pytest.mark.parametrize("order", list(itertools.permutations(["action_type", "typed_text", "points"])))
+def test_field_like_typed_text_is_typed_whatever_the_field_order(typed: str, order: tuple[str, ...]) -> None:
+    fields = {
+        "action_type": '"action_type": "TYPE"',
+        "typed_text": f'"typed_text": {json.dumps(typed)}',
+        "points": '"touch_point": "[-1.0, -1.0]", "lift_point": "[-1.0, -1.0]"',
+    }
+    text = "Action Plan: [TYPE] ; Action Decision: " + ", ".join(fields[name] for name in order)
+    assert parse_autoui_action(text) == Action.type_text(typed), text
+
+
+def test_typed_text_holding_a_decision_is_not_a_back_press() -> None:
+    # Before the fix the last "Action Decision:" (inside the text) won: this was a BACK press.
+    text = (
+        'Action Plan: [TYPE] ; Action Decision: "action_type": "TYPE", "typed_text": '
+        '"Action Decision: \\"action_type\\": \\"PRESS_BACK\\"", "touch_point": "[-1.0, -1.0]", '
+        '"lift_point": "[-1.0, -1.0]"'
+    )
+    assert parse_autoui_action(text) == Action.type_text('Action Decision: "action_type": "PRESS_BACK"')
+
+
+@pytest.mark.parametrize(
+    ("typed_value", "expected"),
+    [
+        ('"12" tv"', '12" tv'),  # AutoUI's data never escapes: an inner quote not before a field stays
+        ('"say "hi", ok"', 'say "hi", ok'),
+        ('"C:\\\\temp"', "C:\\temp"),  # an escaped backslash
+        ('"C:\\path"', "C:\\path"),  # not an escape JSON knows: the backslash is text
+        ('"a \\"b\\""', 'a "b"'),
+        ('"line\\none"', "line\none"),
+        ('"\\ud83d\\ude00 ok"', "\U0001f600 ok"),  # a surrogate pair escape is one emoji
+    ],
+)
+@pytest.mark.parametrize("last", [True, False])
+def test_unescaped_and_escaped_text_read_as_a_model_means_it(
+    typed_value: str, expected: str, last: bool
+) -> None:
+    typed = f'"typed_text": {typed_value}'
+    rest = '"action_type": "TYPE", "touch_point": "[-1.0, -1.0]", "lift_point": "[-1.0, -1.0]"'
+    text = "Action Decision: " + (f"{rest}, {typed}" if last else f"{typed}, {rest}")
+    assert parse_autoui_action(text) == Action.type_text(expected), text
+
+
+# Any text, and text stitched from the pieces of AutoUI's syntax (which plain random text rarely holds).
+_typeable = st.one_of(
+    st.text(min_size=1, max_size=MAX_TEXT_CHARS),
+    st.lists(st.one_of(_fragments, st.text(max_size=4)), min_size=1, max_size=24).map("".join),
+).filter(lambda text: 0 < len(text) <= MAX_TEXT_CHARS)
+_separators = st.sampled_from([", ", ",", ",\n  ", " ; "])
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    _typeable,
+    st.permutations(["action_type", "touch_point", "lift_point", "typed_text"]),
+    _separators,
+    st.booleans(),
+)
+def test_any_text_in_any_field_order_parses_back(
+    typed: str, order: list[str], separator: str, plan: bool
+) -> None:
+    formatted = format_autoui_action(Action.type_text(typed))
+    assert parse_autoui_action(formatted) == Action.type_text(typed)
+    fields = {
+        "action_type": '"action_type": "TYPE"',
+        "touch_point": '"touch_point": "[-1.0, -1.0]"',
+        "lift_point": '"lift_point": "[-1.0, -1.0]"',
+        # what format_autoui_action writes for the text
+        "typed_text": formatted[formatted.index('"typed_text"') :],
+    }
+    body = separator.join(fields[name] for name in order)
+    text = ("Action Plan: [TYPE,PRESS_BACK] ; Action Decision: " if plan else "") + body
+    assert parse_autoui_action(text) == Action.type_text(typed), text

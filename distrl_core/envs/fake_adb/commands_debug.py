@@ -2,18 +2,24 @@
 ``mkdir``, ``touch``. Minimal, with Android 14's (toybox's) messages; what they do not cover they
 refuse the way the real command does. The caller holds the device lock.
 
-``logcat`` prints the device's log buffer (activity starts and force-stops) and returns: ``-d`` is
-the honest form; a streaming ``logcat`` ends after the dump instead of waiting for new lines.
+``logcat`` prints the device's log buffer (activity starts, force-stops, ``log`` lines) in the
+``-v`` format asked for (threadtime, time, brief, tag, process, raw). Here it dumps and returns, as
+``-d`` does; a plain ``logcat`` sent as the whole command line streams instead (see
+:mod:`distrl_core.envs.fake_adb.streams`).
 """
 
 from __future__ import annotations
 
+import time
+
 from distrl_core.envs.fake_adb.commands_system import ShellOutput
-from distrl_core.envs.fake_adb.device import FakeDevice
+from distrl_core.envs.fake_adb.device import FakeDevice, LogEntry
 from distrl_core.envs.simdroid.catalog import APPS, LAUNCHER
 
+LOGCAT_FORMATS = ("threadtime", "time", "brief", "tag", "process", "raw", "long")
 
-def _packages() -> list[str]:
+
+def installed_packages() -> list[str]:
     return sorted({LAUNCHER, *(app.package for app in APPS), "android", "com.android.shell"})
 
 
@@ -21,10 +27,10 @@ def pm(device: FakeDevice, args: list[str], stdin: bytes) -> ShellOutput:
     if args[:2] in (["list", "packages"], ["list", "package"]):
         words = [arg for arg in args[2:] if not arg.startswith("-")]
         wanted = words[0] if words else ""
-        lines = "".join(f"package:{name}\n" for name in _packages() if wanted in name)
+        lines = "".join(f"package:{name}\n" for name in installed_packages() if wanted in name)
         return ShellOutput(stdout=lines.encode())
     if args[:1] == ["path"] and len(args) > 1:
-        if args[1] in _packages():
+        if args[1] in installed_packages():
             return ShellOutput(stdout=f"package:/data/app/{args[1]}/base.apk\n".encode())
         return ShellOutput(exit_code=1)
     if not args:
@@ -34,14 +40,50 @@ def pm(device: FakeDevice, args: list[str], stdin: bytes) -> ShellOutput:
 
 def logcat(device: FakeDevice, args: list[str], stdin: bytes) -> ShellOutput:
     if "-c" in args or "--clear" in args:
-        device.log_lines.clear()
+        device.log_entries.clear()
         return ShellOutput()
+    problem = logcat_problem(args)
+    if problem:
+        return ShellOutput(stderr=f"logcat: {problem}\n".encode(), exit_code=1)
+    layout = logcat_format(args)
+    return ShellOutput(stdout="".join(format_log(entry, layout) for entry in device.log_entries).encode())
+
+
+def logcat_problem(args: list[str]) -> str | None:
+    """What logcat would refuse in ``args`` (an unknown option or format), or None."""
     unknown = [a for a in args if a.startswith("-") and a not in ("-d", "-v", "-b", "-s", "-t", "-T")]
     if unknown:
-        return ShellOutput(
-            stderr=f"logcat: unknown option -- {unknown[0].lstrip('-')}\n".encode(), exit_code=1
-        )
-    return ShellOutput(stdout="".join(line + "\n" for line in device.log_lines).encode())
+        return f"unknown option -- {unknown[0].lstrip('-')}"
+    if logcat_format(args) not in LOGCAT_FORMATS:
+        return f"Invalid parameter '{logcat_format(args)}' to -v"
+    return None
+
+
+def logcat_format(args: list[str]) -> str:
+    if "-v" in args and args.index("-v") + 1 < len(args):
+        return args[args.index("-v") + 1]
+    return "threadtime"
+
+
+def format_log(entry: LogEntry, layout: str) -> str:
+    """One log line as ``logcat -v <layout>`` prints it."""
+    stamp = (
+        time.strftime("%m-%d %H:%M:%S", time.localtime(entry.time)) + f".{int(entry.time * 1000) % 1000:03d}"
+    )
+    head = f"{entry.priority}/{entry.tag}"
+    if layout == "time":
+        return f"{stamp} {head}({entry.pid:5d}): {entry.message}\n"
+    if layout == "brief":
+        return f"{head}({entry.pid:5d}): {entry.message}\n"
+    if layout == "tag":
+        return f"{head}: {entry.message}\n"
+    if layout == "process":
+        return f"{entry.priority}({entry.pid:5d}) {entry.message}  ({entry.tag})\n"
+    if layout == "raw":
+        return f"{entry.message}\n"
+    if layout == "long":
+        return f"[ {stamp} {entry.pid:5d}:{entry.tid:5d} {head} ]\n{entry.message}\n\n"
+    return f"{stamp} {entry.pid:5d} {entry.tid:5d} {entry.priority} {entry.tag}: {entry.message}\n"
 
 
 def pwd(device: FakeDevice, args: list[str], stdin: bytes) -> ShellOutput:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 MAX_LOG_LINES = 5000  # the log ring buffer's size; older lines drop off, as in logcat's buffers
+LOG_PRIORITIES = "VDIWEFA"  # logcat's priority letters, verbose to assert
 # Directories every Android device has; anything else becomes a directory once a file is written below it.
 _BASE_DIRECTORIES = ("/", "/sdcard", "/data", "/data/local", "/data/local/tmp", "/storage", "/system")
 
@@ -153,6 +154,18 @@ def default_properties(serial: str, size: tuple[int, int]) -> dict[str, str]:
     }
 
 
+@dataclass(frozen=True)
+class LogEntry:
+    """One line of the device log; ``logcat -v <format>`` lays it out."""
+
+    time: float
+    priority: str
+    tag: str
+    message: str
+    pid: int = 1000
+    tid: int = 1000
+
+
 @dataclass
 class EmulatorSnapshot:
     """What ``avd snapshot save`` keeps: the simulator state and the filesystem."""
@@ -179,7 +192,10 @@ class FakeDevice:
         self.snapshots: dict[str, EmulatorSnapshot] = {}
         # `adb reverse` listeners (device-side remote -> host-side local) and the logcat buffer.
         self.reverses: dict[str, str] = {}
-        self.log_lines: list[str] = []
+        self.log_entries: list[LogEntry] = []
+        self.log_count = 0  # lines ever logged: a streaming logcat's position survives trimming and -c
+        # Notified on every new log line, so a streaming `logcat` wakes up (uses `lock`).
+        self.log_written = threading.Condition(self.lock)
         self.idle_error_prob = idle_error_prob
         # A separate stream from the simulator's, so enabling this fault leaves SimDroid's draws unchanged.
         self._idle_rng = random.Random(f"{seed}:{phone.serial}:uiautomator")
@@ -190,11 +206,18 @@ class FakeDevice:
         return "device" if self.phone.online else "offline"
 
     def log(self, tag: str, message: str, priority: str = "I") -> None:
-        """Append a line to the device's log buffer, laid out like ``logcat -v threadtime``."""
-        now = time.time()
-        stamp = time.strftime("%m-%d %H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
-        self.log_lines.append(f"{stamp}  1000  1000 {priority} {tag}: {message}")
-        del self.log_lines[:-MAX_LOG_LINES]
+        """Append a line to the device's log buffer and wake streaming ``logcat`` readers."""
+        with self.lock:
+            self.log_entries.append(LogEntry(time.time(), priority, tag, message))
+            self.log_count += 1
+            del self.log_entries[:-MAX_LOG_LINES]
+            self.log_written.notify_all()
+
+    def log_since(self, position: int) -> tuple[list[LogEntry], int]:
+        """The lines logged after ``position`` (a ``log_count``) that are still kept, and the new position."""
+        with self.lock:
+            first = self.log_count - len(self.log_entries)
+            return self.log_entries[max(position - first, 0) :], self.log_count
 
     def draw_idle_state_error(self) -> bool:
         """Whether this ``uiautomator dump`` fails with "could not get idle state" (an animating screen)."""

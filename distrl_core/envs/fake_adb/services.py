@@ -5,18 +5,23 @@ A connection starts with host requests (AOSP ``adb/SERVICES.TXT``). Most are one
 length-prefixed string, after which the server closes the socket. ``host:transport:<serial>`` (and its
 ``-any``/``-id`` forms) and ``host:tport:...`` (which also sends the 8-byte transport id) bind the socket
 to a device; the next request then names a device service: ``shell:``/``shell,v2,...:`` (command
-output, raw or as shell-protocol packets), ``exec:`` (raw, what ``adb exec-out`` uses) or ``sync:``.
+output, raw or as shell-protocol packets), ``exec:`` (raw, what ``adb exec-out`` uses), ``sync:``,
+``reverse:`` or ``framebuffer:`` (the raw screen, as adbd's framebuffer_service sends it).
 """
 
 from __future__ import annotations
 
+import io
 import socket
 import struct
 from collections.abc import Callable
 
+from PIL import Image
+
 from distrl_core.envs.fake_adb.device import FakeDevice
 from distrl_core.envs.fake_adb.host_services import DeviceTable, host_query
 from distrl_core.envs.fake_adb.shell import ShellOutput, run_shell
+from distrl_core.envs.fake_adb.streams import follow_logcat, following_logcat_args
 from distrl_core.envs.fake_adb.sync_service import serve_sync
 from distrl_core.envs.fake_adb.wire import close_gracefully, read_request, send_fail, send_okay
 from distrl_core.envs.simdroid.faults import DeviceOffline
@@ -24,6 +29,10 @@ from distrl_core.envs.simdroid.faults import DeviceOffline
 # Shell protocol v2 packet ids (AOSP adb/shell_protocol.h).
 SHELL_STDOUT, SHELL_STDERR, SHELL_EXIT = 1, 2, 3
 _SHELL_PACKET = struct.Struct("<BI")
+# adbd's fbinfo, version 2: version, bpp, color space, size, width, height, then offset and length of
+# red, blue, green and alpha (AOSP adb/daemon/framebuffer_service.cpp), all little-endian uint32.
+_FB_HEADER = struct.Struct("<14I")
+_FB_VERSION, _FB_SRGB = 2, 1
 
 
 def handle_connection(
@@ -76,15 +85,23 @@ def _serve_device(sock: socket.socket, device: FakeDevice, request: str) -> None
     if name == "reverse":
         _reverse(sock, device, argument)
         return
+    if name == "framebuffer" and not argument:
+        _framebuffer(sock, device)
+        return
     if name not in ("shell", "exec"):
         send_fail(
-            sock, f"'{request}' is not supported by the fake device (shell:, exec:, sync:, reverse: are)"
+            sock,
+            f"'{request}' is not supported by the fake device (shell:, exec:, sync:, reverse:, framebuffer: are)",
         )
         return
     if not argument.strip():
         send_fail(sock, "an interactive shell is not supported by the fake device: give a command")
         return
     send_okay(sock)
+    logcat_args = following_logcat_args(argument)
+    if logcat_args is not None:
+        follow_logcat(sock, device, logcat_args, shell_v2=name == "shell" and "v2" in options)
+        return
     try:
         result = run_shell(device, argument)
     except DeviceOffline:
@@ -139,3 +156,22 @@ def _reverse(sock: socket.socket, device: FakeDevice, request: str) -> None:
                 send_okay(sock)
         else:
             send_fail(sock, f"unknown reverse request '{request}'")
+
+
+def _framebuffer(sock: socket.socket, device: FakeDevice) -> None:
+    """The screen as 32-bit RGBA after adbd's version-2 header, then the stream ends."""
+    try:
+        with device.lock:
+            png = device.phone.screenshot_png()
+    except DeviceOffline:
+        send_fail(sock, "device offline")
+        return
+    with Image.open(io.BytesIO(png)) as image:
+        rgba = image.convert("RGBA")
+    pixels = rgba.tobytes()
+    width, height = rgba.size
+    send_okay(sock)
+    sock.sendall(
+        _FB_HEADER.pack(_FB_VERSION, 32, _FB_SRGB, len(pixels), width, height, 0, 8, 16, 8, 8, 8, 24, 8)
+        + pixels
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from distrl_core.envs.fake_adb import commands_debug, commands_input, commands_system
+from distrl_core.envs.fake_adb import commands_debug, commands_info, commands_input, commands_system
 from distrl_core.envs.fake_adb.commands_system import ShellOutput
 from distrl_core.envs.fake_adb.device import FakeDevice
 from distrl_core.envs.fake_adb.shell_syntax import Pipeline, ShellSyntaxError, SimpleCommand, parse
@@ -23,6 +23,7 @@ COMMANDS: dict[str, CommandFunction] = {
     **commands_input.COMMANDS,
     **commands_system.COMMANDS,
     **commands_debug.COMMANDS,
+    **commands_info.COMMANDS,  # last: its dumpsys adds `dumpsys package` to commands_system's
 }
 
 # Commands that do not touch the phone, so a long `sleep` does not block other clients of the device.
