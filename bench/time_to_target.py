@@ -6,22 +6,27 @@ runs it (``_common.async_run_params``): collector threads on SimDroid with emula
 heavy-tailed step latency that really sleeps, Parquet shards, the DuckDB replay, the A-RIDE
 learner; ``sync`` makes every collector finish its batch before the learner trains, as DigiRL.
 
-Afterwards ``--eval-versions`` versions per run, evenly spaced in publish time, plus the warm start
-and the last one, are evaluated offline on the held-out split (greedy; the evaluation's time is not
-on the clock). A version's time is its MLflow creation time minus the learner's clock start.
+While it trains, the continuous evaluator (flows/evaluator.py, the same role as in a deployment)
+scores versions on the held-out split (greedy, ``--eval-episodes-per-task`` episodes per task):
+every version when it keeps up, else the newest. It runs in the same process as collectors and
+learner, in both modes alike. A version's time is when the learner published it (its
+`seconds_since_learner_start` tag), so the evaluation's own lag is not counted against a mode.
 
 - Target per seed: the synchronous run's final level (mean success of its last 3 evaluated
   versions), or ``--target`` for a fixed one; both are written into the output.
 - Time to target: the publish time of the first evaluated version at or above the target. A run
   that never gets there is censored at its budget (its speed-up is then a lower bound, marked).
 - Speed-up = sync time / async time per seed; mean with a 95 % t-interval over seeds.
+- Equal wall-clock (the paper's second claim): each mode's held-out success at the end of the
+  budget (the last version published by then), per seed, and the paired difference over seeds.
 
 ``--jobs N`` runs the (seed, mode) runs in N processes at once (each with its own Prefect, store
 and registry; one torch thread each). Collectors mostly sleep, so a run needs ~1–2 cores; keep
 N ≤ cores / 2 so that the runs do not slow each other. Writes bench/results/time_to_target.{json,png}.
 
     .venv/bin/python bench/time_to_target.py [--seeds 0 1 2] [--minutes 6] [--collectors 16]
-        [--step-latency 0.5] [--task-sigma 1.0] [--eval-versions 10] [--target 0.5] [--jobs 1]
+        [--step-latency 0.5] [--task-sigma 1.0] [--eval-episodes-per-task 3] [--target 0.5]
+        [--family general|webshop] [--jobs 1] [--out time_to_target_general]
 """
 
 from __future__ import annotations
@@ -52,30 +57,9 @@ from _stats import fmt_interval, t_interval
 LAST_K = 3
 
 
-def evaluate(path: str, family: str, eval_tasks: int | None) -> float:
-    """The bench's one evaluation: greedy held-out success of the policy version at ``path``."""
-    from distrl_core.envs.simdroid.tasks import load_tasks
-    from distrl_core.learner import LoopConfig, evaluate_success
-    from distrl_core.policy import load_policy
-
-    tasks = load_tasks(family, "test")[:eval_tasks]
-    return evaluate_success(load_policy(path, device="cpu").eval(), tasks, LoopConfig().env)
-
-
-def pick_versions(published: list[tuple[int, float]], k: int) -> list[tuple[int, float]]:
-    """The first (warm start), the last, and k more evenly spaced in time between them."""
-    if len(published) <= k + 2:
-        return published
-    first, last = published[0][1], published[-1][1]
-    chosen = {0, len(published) - 1}
-    for i in range(1, k + 1):
-        target = first + (last - first) * i / (k + 1)
-        chosen.add(min(range(len(published)), key=lambda j: abs(published[j][1] - target)))
-    return [published[j] for j in sorted(chosen)]
-
-
 def run_one(seed: int, mode: str, settings: dict, root: str) -> dict:
-    """One training run in a fresh embedded stack, then the offline evaluation of its versions."""
+    """One training run in a fresh embedded stack, scored while it trains by the continuous evaluator
+    (flows/evaluator.py, as in a deployment): each version at the time the learner published it."""
     # One Prefect database per process (parallel runs would lock a shared SQLite file), kept for
     # every run of the process: Prefect reads its home once.
     os.environ.setdefault("PREFECT_HOME", str(Path(root) / f"prefect-{os.getpid()}"))
@@ -83,7 +67,7 @@ def run_one(seed: int, mode: str, settings: dict, root: str) -> dict:
     use_store(folder)
     from distrl_core.learner.warm_start import WarmStartConfig
     from flows.train_local import train_local
-    from storage.registry import PolicyRegistry
+    from tasks.evaluator import EvaluatorParams
     from tasks.warm_start import warm_start_policy
 
     args = argparse.Namespace(**{**settings, "seed": seed})
@@ -91,26 +75,38 @@ def run_one(seed: int, mode: str, settings: dict, root: str) -> dict:
         WarmStartConfig(family=args.family, updates=args.warm_start_updates, noise=0.3, seed=seed)
     )
     params = async_run_params(args, sync=mode == "sync", min_size_steps=args.min_size_steps)
-    params = params.model_copy(update={"family": args.family})
+    protocol = EvaluatorParams(
+        family=args.family, episodes_per_task=args.eval_episodes_per_task, poll_seconds=1.0
+    )
+    params = params.model_copy(update={"family": args.family, "evaluate": True, "evaluator": protocol})
     started = time.monotonic()
     result = train_local(params, show_progress=False)
     wall = time.monotonic() - started
-    t0 = float(result["rl_started_at"])
-    registry = PolicyRegistry()
-    found = registry.client.search_model_versions(f"name = '{registry.name}'")
-    published = sorted((int(v.version), max(0.0, v.creation_timestamp / 1000 - t0)) for v in found)
-    published[0] = (published[0][0], 0.0)  # the warm start, published before the clock started
-    curve = []
-    for version, t in pick_versions(published, args.eval_versions):
-        success = evaluate(str(registry.fetch(version).path), args.family, args.eval_tasks)
-        curve.append({"version": version, "t_s": round(t, 2), "success": success})
-        print(f"seed {seed} {mode:5s} v{version:<4d} t={t:7.1f}s held-out {success:.3f}", flush=True)
+    curve = [
+        {
+            "version": p["version"],
+            "t_s": round(p["seconds"], 2),
+            "env_steps": p["env_steps"],
+            "success": p["success"],
+            "ci": [p["ci_low"], p["ci_high"]],
+        }
+        for p in result["heldout_curve"]
+    ]
+    for point in curve:
+        print(
+            f"seed {seed} {mode:5s} v{point['version']:<4d} t={point['t_s']:7.1f}s "
+            f"steps={point['env_steps']:<7d} held-out {point['success']:.3f}",
+            flush=True,
+        )
+    evaluator = result.get("evaluator") or {}
     return {
         "seed": seed,
         "mode": mode,
         "budget_s": 60 * args.minutes,
         "run_wall_s": round(wall, 1),
-        "versions_published": len(published),
+        "versions_published": len((result.get("learner") or {}).get("published", [])),
+        "versions_scored": len(evaluator.get("scored", [])),
+        "versions_skipped": len(evaluator.get("skipped", [])),
         "rounds": result.get("rounds"),
         "updates": (result.get("learner") or {}).get("updates"),
         "curve": curve,
@@ -123,6 +119,12 @@ def time_to(curve: list[dict], target: float, budget_s: float) -> tuple[float, b
         if point["success"] >= target:
             return point["t_s"], False
     return budget_s, True
+
+
+def success_at(curve: list[dict], t_s: float) -> float | None:
+    """Held-out success of the newest scored version published at or before `t_s`."""
+    before = [p for p in curve if p["t_s"] <= t_s]
+    return before[-1]["success"] if before else None
 
 
 def compare(runs: list[dict], fixed_target: float | None) -> list[dict]:
@@ -145,9 +147,27 @@ def compare(runs: list[dict], fixed_target: float | None) -> list[dict]:
                 "async_censored": async_censored,
                 # Both at t = 0 (the warm start already meets the target): no speed-up to measure.
                 "speedup": None if t_async == 0 else t_sync / t_async,
+                "sync_success_at_budget": success_at(sync["curve"], sync["budget_s"]),
+                "async_success_at_budget": success_at(asyn["curve"], asyn["budget_s"]),
             }
         )
     return per_seed
+
+
+def equal_wall_clock(per_seed: list[dict]) -> dict:
+    """Held-out success of both modes at the end of the budget, and async minus sync over seeds."""
+    pairs = [
+        (s["async_success_at_budget"], s["sync_success_at_budget"])
+        for s in per_seed
+        if s["async_success_at_budget"] is not None and s["sync_success_at_budget"] is not None
+    ]
+    if not pairs:
+        return {}
+    return {
+        "async": t_interval([a for a, _ in pairs]),
+        "sync": t_interval([b for _, b in pairs]),
+        "async_minus_sync": t_interval([a - b for a, b in pairs]),
+    }
 
 
 def run_all(settings: dict, root: Path) -> list[dict]:
@@ -168,8 +188,9 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--family", default="general", choices=["general", "webshop"])
     add_pipeline_arguments(parser, minutes=6.0, warm_start_updates=40)
-    parser.add_argument("--eval-versions", type=int, default=10, help="versions evaluated per run")
-    parser.add_argument("--eval-tasks", type=int, default=None, help="first N held-out tasks (smoke runs)")
+    parser.add_argument(
+        "--eval-episodes-per-task", type=int, default=3, help="the evaluator's greedy episodes per task"
+    )
     parser.add_argument("--target", type=float, default=None, help="fixed target (default: sync's final)")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once, in separate processes")
     parser.add_argument("--root", default=".distrl/bench/time_to_target")
@@ -193,9 +214,12 @@ def main() -> None:
         "settings": settings,
         "latency_model": LATENCY_MODEL,
         "target": target_rule,
-        "evaluation": "greedy success on the held-out (test) split, one episode per task, offline",
+        "evaluation": "the continuous evaluator while training runs (flows/evaluator.py): greedy success on "
+        "the held-out (test) split, --eval-episodes-per-task episodes per task, every version it can keep "
+        "up with (else the newest); a version's time is when the learner published it",
         "speedup_async_over_sync": t_interval(speedups) if speedups else None,
         "any_censored": any(s["async_censored"] or s["sync_censored"] for s in per_seed),
+        "equal_wall_clock": equal_wall_clock(per_seed),
         "per_seed": per_seed,
         "runs": runs,
         "total_wall_s": round(time.monotonic() - started, 1),
@@ -213,6 +237,12 @@ def main() -> None:
     if speedups:
         print(
             f"speed-up async over sync: {fmt_interval(document['speedup_async_over_sync'])} (95 % t, seeds)"
+        )
+    equal = document["equal_wall_clock"]
+    if equal:
+        print(
+            f"held-out success at the end of the budget: async {fmt_interval(equal['async'])}, "
+            f"sync {fmt_interval(equal['sync'])}, async - sync {fmt_interval(equal['async_minus_sync'])}"
         )
     print(f"wrote {path} and {path.with_suffix('.png')}")
 

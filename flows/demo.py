@@ -58,6 +58,10 @@ def run_demo(params: TrainLocalParams | None = None, root: str = ".distrl/demo")
     warm, final = result["warm_start"], result["final"]
     print()
     print(report_markdown(final, baseline=warm))
+    curve = result.get("heldout_curve") or []
+    if curve:
+        print("\nHeld-out success as versions were published (the continuous evaluator):")
+        print(curve_text(curve))
     plot = write_learning_curve(result, root_path / "learning_curve.png")
     summary = {
         "seed": seed,
@@ -71,6 +75,8 @@ def run_demo(params: TrainLocalParams | None = None, root: str = ".distrl/demo")
         "in_distribution_warm_start": warm.get("in_distribution", {}).get("success"),
         "in_distribution_final": final.get("in_distribution", {}).get("success"),
         "final_version": final["version"],
+        "heldout_curve": curve,
+        "evaluator": result.get("evaluator"),
         "learner": result.get("learner"),
     }
     (root_path / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
@@ -83,6 +89,17 @@ MLflow:           sqlite:///{root_path / "mlflow.db"}   (mlflow ui --backend-sto
 SQL:              DISTRL_STORE_URI={root_path / "store"} distrl sql "SELECT policy_version, count(*), avg(success) FROM episodes GROUP BY 1 ORDER BY 1"
 """)
     return summary
+
+
+def curve_text(curve: list[dict]) -> str:
+    """The held-out curve as a small table: minutes, env steps, version, success [95% CI]."""
+    lines = ["  minutes  env steps  version  held-out success [95% CI]"]
+    lines += [
+        f"  {p['seconds'] / 60:7.1f}  {p['env_steps']:9d}  {'v' + str(p['version']):>7}  "
+        f"{p['success']:6.1%} [{p['ci_low']:.1%}-{p['ci_high']:.1%}]"
+        for p in curve
+    ]
+    return "\n".join(lines)
 
 
 def _fmt(item: dict | None) -> str:
@@ -109,17 +126,26 @@ def write_learning_curve(result: dict, path: Path) -> Path:
         ax2 = ax.twinx()
         ax2.step(minutes, [h["policy_version"] for h in history], where="post", color="grey", alpha=0.5)
         ax2.set_ylabel("policy version", color="grey")
-    end = history[-1]["seconds"] / 60 if history else 1.0
-    for label, item, x in (("warm start", result["warm_start"], 0.0), ("final", result["final"], end)):
-        ax.errorbar(
-            [x],
-            [item["success"]],
-            yerr=[[item["success"] - item["ci_low"]], [item["ci_high"] - item["success"]]],
-            fmt="o",
-            capsize=4,
-            label=f"held-out success: {label} (v{item['version']})",
+    curve = result.get("heldout_curve") or []
+    if curve:  # the continuous evaluator: each version at the time the learner published it
+        xs = [p["seconds"] / 60 for p in curve]
+        ys = [p["success"] for p in curve]
+        ax.fill_between(
+            xs, [p["ci_low"] for p in curve], [p["ci_high"] for p in curve], alpha=0.2, step="post"
         )
-    ax.set_xlabel("minutes of RL")
+        ax.step(xs, ys, where="post", marker="o", color="C1", label="held-out success (95% CI), per version")
+    else:
+        end = history[-1]["seconds"] / 60 if history else 1.0
+        for label, item, x in (("warm start", result["warm_start"], 0.0), ("final", result["final"], end)):
+            ax.errorbar(
+                [x],
+                [item["success"]],
+                yerr=[[item["success"] - item["ci_low"]], [item["ci_high"] - item["success"]]],
+                fmt="o",
+                capsize=4,
+                label=f"held-out success: {label} (v{item['version']})",
+            )
+    ax.set_xlabel("minutes of RL (since the learner started)")
     ax.set_ylabel("success rate")
     ax.set_ylim(0, 1)
     ax.legend(loc="lower right", fontsize=8)

@@ -91,6 +91,11 @@ class TrainLocalParams(BaseModel):
         description="Evaluate on the held-out split: the warm start first, then every version as it is "
         "published (the continuous evaluator, the newest when it cannot keep up), the last one included.",
     )
+    evaluator: EvaluatorParams | None = Field(
+        None,
+        description="The continuous evaluator's protocol (None: the held-out split of `family`, 3 episodes "
+        "per task, the fixed evaluation seed).",
+    )
     seed: int = Field(
         0,
         description="Seeds the warm start (demonstrations, initial weights, batch order), the collectors' "
@@ -136,7 +141,8 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
             policy_config_for(params.base, params.seed),
         )
         logger.info("warm start published as version %d", warm)
-    baseline = evaluate_version(warm, family=params.family) if params.evaluate else None
+    protocol = _evaluator_params(params)
+    baseline = evaluate_version(warm, **_protocol_args(protocol)) if params.evaluate else None
     if baseline is not None:
         # Not on a curve of its own: the evaluator puts it at the start of the learner's curve.
         record_evaluation(baseline, add_to_curve=False)
@@ -158,7 +164,7 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
         evaluated = scores.finish() if scores is not None else None
         run.close()
     final = registry.resolve("latest") or warm  # there is one: the warm start at least
-    report = _final_report(final, baseline, evaluated, params.family)
+    report = _final_report(final, baseline, evaluated, protocol)
     return {
         "mode": "sync" if params.sync else "async",
         "seconds": time.monotonic() - started,
@@ -166,6 +172,7 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
         "warm_start": baseline,
         "final": report,
         "evaluator": _evaluator_summary(evaluated),
+        "heldout_curve": _heldout_curve(registry, final, params) if params.evaluate and final != warm else [],
         **outcome,
     }
 
@@ -175,7 +182,7 @@ class _ContinuousEvaluation:
 
     def __init__(self, params: TrainLocalParams, stop_id: str) -> None:
         self.result: dict[str, Any] = {}
-        evaluator_params = EvaluatorParams(family=params.family, poll_seconds=2.0)
+        evaluator_params = _evaluator_params(params)
         self.thread = threading.Thread(
             target=self._run, args=(evaluator_params, stop_id), name="evaluator", daemon=True
         )
@@ -193,8 +200,25 @@ class _ContinuousEvaluation:
         return self.result
 
 
+def _evaluator_params(params: TrainLocalParams) -> EvaluatorParams:
+    if params.evaluator is not None:
+        return params.evaluator
+    return EvaluatorParams(family=params.family, poll_seconds=2.0)
+
+
+def _protocol_args(protocol: EvaluatorParams) -> dict[str, Any]:
+    """evaluate_version's arguments for the evaluator's protocol (the same episodes: pairable)."""
+    return {
+        "split": protocol.split,
+        "family": protocol.family,
+        "seed": protocol.seed,
+        "episodes_per_task": protocol.episodes_per_task,
+        "parallel_envs": protocol.parallel_envs,
+    }
+
+
 def _final_report(
-    final: int, baseline: dict | None, evaluated: dict[str, Any] | None, family: str | None
+    final: int, baseline: dict | None, evaluated: dict[str, Any] | None, protocol: EvaluatorParams
 ) -> dict | None:
     """The last version's held-out report (the evaluator's, else evaluated now) and, beside it, its
     success on the train tasks under fresh seeds."""
@@ -205,12 +229,12 @@ def _final_report(
         return baseline
     report = reports.get(final)
     if report is None:
-        report = evaluate_version(final, family=family, in_distribution=False)
+        report = evaluate_version(final, **_protocol_args(protocol), in_distribution=False)
         record_evaluation(report)
     inside = evaluate_version(
         final,
         split="train",
-        family=family,
+        family=protocol.family,
         seed=IN_DISTRIBUTION_SEED,
         episodes_per_task=1,
         in_distribution=False,
@@ -219,6 +243,20 @@ def _final_report(
 
 
 _SUMMARY_KEYS = ("success", "ci_low", "ci_high", "episodes", "episodes_per_task", "families", "family_ci")
+
+
+def _heldout_curve(registry: PolicyRegistry, final: int, params: TrainLocalParams) -> list[dict]:
+    """The learner's held-out curve as the evaluator recorded it: version, seconds since the learner
+    started, env steps, success and its interval (empty when nothing was published)."""
+    from dataclasses import asdict
+
+    from tasks.heldout_curve import curve_run, read_curve, training_run_of
+
+    training_run = training_run_of(registry, final)
+    if training_run is None:
+        return []
+    protocol = _evaluator_params(params).protocol
+    return [asdict(p) for p in read_curve(registry, curve_run(registry, training_run, protocol))]
 
 
 def _evaluator_summary(evaluated: dict[str, Any] | None) -> dict[str, Any] | None:

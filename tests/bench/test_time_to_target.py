@@ -9,17 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from time_to_target import compare, pick_versions, time_to
-
-
-def test_pick_versions_keeps_the_ends_and_spreads_the_rest_in_time():
-    published = [
-        (v, float(t)) for v, t in zip(range(1, 12), [0, 1, 2, 3, 4, 50, 60, 70, 78, 90, 100], strict=True)
-    ]
-    picked = pick_versions(published, 3)
-    assert picked[0] == (1, 0.0) and picked[-1] == (11, 100.0)
-    assert [t for _, t in picked] == [0.0, 4.0, 50.0, 78.0, 100.0]  # nearest to 25, 50, 75
-    assert pick_versions(published[:4], 3) == published[:4]
+from time_to_target import compare, equal_wall_clock, success_at, time_to
 
 
 def _run(seed, mode, points, budget=300.0):
@@ -43,3 +33,18 @@ def test_compare_uses_the_sync_final_level_unless_a_target_is_fixed():
     assert row["speedup"] == pytest.approx(5.0) and not row["async_censored"]
     [fixed] = compare(runs, 0.65)
     assert fixed["t_sync_s"] == 300.0 and fixed["sync_censored"] and fixed["t_async_s"] == 80
+
+
+def test_success_at_equal_wall_clock_is_the_newest_version_published_by_then():
+    curve = _run(0, "async", [(0, 0.2), (30, 0.5), (60, 0.4)])["curve"]
+    assert success_at(curve, 45) == 0.5 and success_at(curve, 60) == 0.4 and success_at(curve, -1) is None
+    runs = [
+        _run(0, "sync", [(0, 0.2), (250, 0.3)]),
+        _run(0, "async", [(0, 0.2), (100, 0.5), (310, 0.9)]),  # published after the budget: not counted
+        _run(1, "sync", [(0, 0.3), (200, 0.35)]),
+        _run(1, "async", [(0, 0.3), (150, 0.45)]),
+    ]
+    per_seed = compare(runs, None)
+    assert [s["async_success_at_budget"] for s in per_seed] == [0.5, 0.45]
+    summary = equal_wall_clock(per_seed)
+    assert summary["async_minus_sync"]["mean"] == pytest.approx((0.2 + 0.1) / 2)

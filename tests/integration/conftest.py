@@ -27,6 +27,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         worker_query_seconds=2,
         # One torch thread per flow run: four flow runs share two cores here.
         worker_env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+        # The continuous evaluator starts with the stack; one episode per task keeps it light here.
+        evaluator_params={"episodes_per_task": 1, "poll_seconds": 1.0},
     )
     with Stack(config) as started:
         yield started

@@ -8,6 +8,7 @@ are checked through SQL and the registry, as a person would check them.
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from uuid import UUID
@@ -70,6 +71,23 @@ def _wait(stack: Stack, client, run_ids: list[UUID], timeout_s: float) -> dict[U
         time.sleep(2)
 
 
+def _learner_curve(registry: PolicyRegistry, timeout_s: float) -> list:
+    """The learner's held-out curve once it holds its last version (or the timeout passed)."""
+    from tasks.heldout_curve import CURVE_ROLE, read_curve
+
+    deadline = time.monotonic() + timeout_s
+    last = registry.resolve("latest")
+    learner_run = registry.client.get_model_version(registry.name, str(last)).run_id
+    while True:
+        found = registry.client.search_runs(
+            [registry.experiment_id()], f"tags.role = '{CURVE_ROLE}' and tags.training_run = '{learner_run}'"
+        )
+        points = read_curve(registry, found[0].info.run_id) if found else []
+        if (points and points[-1].version == last) or time.monotonic() > deadline:
+            return points
+        time.sleep(2)
+
+
 def _task_run_names(client, flow_run_id: UUID) -> list[str]:
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
@@ -85,12 +103,15 @@ def _worker_logs(stack: Stack) -> str:
 
 def test_prefect_yaml_names_every_role() -> None:
     deployments = {d["name"]: d for d in read_deployments(REPO)}
-    assert {"collect-pool-a", "collect-pool-b", "learn", "evaluate", "retrain"} <= set(deployments)
+    assert {"collect-pool-a", "collect-pool-b", "learn", "evaluate", "evaluator", "retrain"} <= set(
+        deployments
+    )
+    assert deployments["evaluator"]["work_pool"]["name"] == "evaluator"
     assert deployments["learn"]["work_pool"]["name"] == "learner-gpu"
     assert deployments["retrain"]["schedules"][0]["cron"]
     pools = {deployments[f"collect-pool-{p}"]["parameters"]["params"]["pool"] for p in "ab"}
     assert pools == {"pool_a", "pool_b"}
-    for name in ("collect-pool-a", "collect-pool-b", "learn", "retrain"):
+    for name in ("collect-pool-a", "collect-pool-b", "learn", "retrain", "evaluator"):
         assert deployments[name]["concurrency_limit"] == 1, name
 
 
@@ -131,6 +152,17 @@ def test_collectors_and_learner_across_work_pools(stack: Stack) -> None:
             [registry.experiment_id()], filter_string="tags.role = 'evaluation'"
         )
         assert evaluations and "heldout_success" in evaluations[0].data.metrics
+        # Nobody asked for these: the evaluator that `distrl up` started scored the learner's versions
+        # as they were published, onto the learner's held-out curve.
+        points = _learner_curve(registry, timeout_s=300)
+        assert len(points) >= 3, points
+        assert points[0].seconds == 0 and points[0].env_steps == 0  # the warm start
+        assert all(
+            b.seconds > a.seconds and b.env_steps >= a.env_steps for a, b in itertools.pairwise(points)
+        )
+        with stack.api() as client:
+            evaluator_run = client.read_flow_run(UUID(stack.evaluator_run_id))
+        assert evaluator_run.work_pool_name == "evaluator" and evaluator_run.state_name == "Running"
 
         store = open_store()
         assert store.uri.startswith("s3://")

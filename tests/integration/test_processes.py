@@ -65,7 +65,7 @@ def test_down_stops_recorded_processes_but_not_a_reused_pid(tmp_path: Path) -> N
 
 
 def test_stack_refuses_a_running_or_foreign_folder(tmp_path: Path) -> None:
-    assert work_pools(REPO) == ["collectors-a", "collectors-b", "learner-gpu", "evaluation"]
+    assert work_pools(REPO) == ["collectors-a", "collectors-b", "learner-gpu", "evaluation", "evaluator"]
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("keep me")
