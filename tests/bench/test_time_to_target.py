@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-from time_to_target import compare, pick_versions, time_to
+from bench.time_to_target import compare, pick_versions, time_to
 
 
 def test_pick_versions_keeps_the_ends_and_spreads_the_rest_in_time():
