@@ -22,7 +22,7 @@ def _latency_scales(sigma: float, seed: int, resets: int = 300) -> list[float]:
     scales = []
     for i in range(resets):
         env.reset(seed=i)
-        scales.append(env.device.faults.config.latency_scale_s)
+        scales.append(env.device.faults.latency_scale_s)
     return scales
 
 
