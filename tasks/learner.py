@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from distrl_core.learner.config import Algorithm, LearnerConfig
 from distrl_core.learner.learner import Learner
+from distrl_core.learner.objectives import algorithm_spec
 from distrl_core.learner.step import Draw, train_step
 from distrl_core.policy import load_policy, save_policy
 from storage.registry import PolicyRegistry
@@ -61,11 +62,11 @@ class LearnerParams(BaseModel):
     seed: int = Field(0, description="Seeds the learner.")
 
     @model_validator(mode="after")
-    def _gigpo_needs_whole_episodes(self) -> LearnerParams:
-        if self.algorithm == "gigpo" and self.window is not None:
+    def _whole_episodes_when_the_algorithm_needs_them(self) -> LearnerParams:
+        if algorithm_spec(self.algorithm).needs_whole_episodes and self.window is not None:
             raise ValueError(
-                f"algorithm 'gigpo' compares whole episodes' returns, but window={self.window} samples "
-                "pieces of them; set window=None"
+                f"algorithm {self.algorithm!r} compares whole episodes' returns, but window={self.window} "
+                "samples pieces of them; set window=None"
             )
         return self
 
