@@ -84,8 +84,8 @@ demo: venv
 	$(BIN)/distrl demo
 
 bench: venv
-	$(BIN)/python bench/replay_sampling.py
-	$(BIN)/python bench/sql_views.py
+	$(BIN)/python -m bench.replay_sampling
+	$(BIN)/python -m bench.sql_views
 
 clean:
 	rm -rf $(VENV) .distrl .pytest_cache .ruff_cache .mypy_cache

@@ -18,7 +18,7 @@ from pathlib import Path
 RESULTS = Path(__file__).parent / "results"
 
 # The latency model behind `step_latency_s` / `task_latency_sigma` (distrl_core.envs.simdroid.faults
-# and tasks.collector._TaskLatencyEnv), written into every result.
+# FaultModel.new_episode), written into every result.
 LATENCY_MODEL = (
     "each episode draws a factor F ~ lognormal(0, task_latency_sigma); each input action then sleeps "
     "step_latency_s * F * lognormal(0, 0.6), times Pareto(alpha=1.5) with probability 0.05 (an emulator "

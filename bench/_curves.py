@@ -1,5 +1,5 @@
 """Mean learning curves with 95 % bands over seeds, and their PNG (matplotlib is optional: a bare
-compute machine writes the JSON, and ``python bench/_curves.py RESULT.json`` draws it elsewhere)."""
+compute machine writes the JSON, and ``python -m bench._curves RESULT.json`` draws it elsewhere)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _stats import t_interval
+from bench._stats import t_interval
 
 
 def mean_curve(runs: list[dict], key: str = "heldout_success") -> dict[str, list]:

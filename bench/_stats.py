@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 # Two-sided 95 % Student-t quantiles t_{0.975, df}; larger df fall back to the nearest smaller entry
 # (slightly wider, so the interval never claims more than it should), and ∞ to the normal 1.960.
@@ -20,7 +21,7 @@ def t_quantile_975(df: int) -> float:
     return _T975[max(k for k in _T975 if k <= df)] if df <= 120 else 1.960
 
 
-def t_interval(values: Sequence[float]) -> dict[str, float | int | list[float] | None]:
+def t_interval(values: Sequence[float]) -> dict[str, Any]:
     """Mean and 95 % t-interval mean ± t·s/√n over seeds (s: sample std); no interval for n = 1."""
     xs = [float(v) for v in values]
     n = len(xs)

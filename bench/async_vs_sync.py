@@ -12,21 +12,17 @@ are not the limit), the real policy acting, real shards, the DuckDB replay and t
   the learner's wall-clock since it opened (warm-up until the replay's minimum size included);
   `steady` leaves the warm-up out. Sampling, ingest, publishing and waiting count as idle.
 
-    .venv/bin/python bench/async_vs_sync.py [--minutes 4] [--collectors 16] [--step-latency 0.5]
+    .venv/bin/python -m bench.async_vs_sync [--minutes 4] [--collectors 16] [--step-latency 0.5]
         [--task-sigma 1.0] [--updates-per-block 16] [--publish-every 16]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import (
+from bench._common import (
     LATENCY_MODEL,
     add_pipeline_arguments,
     async_run_params,

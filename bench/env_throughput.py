@@ -2,7 +2,7 @@
 
 Prints JSON: steps/s without screenshots (text observations: compact tree + XML) and with
 screenshots at the default size, plus what was measured. The expert's own time is included, as a
-policy's would be. Run: ``python bench/env_throughput.py [--seconds 5] [--cpu 0]``.
+policy's would be. Run: ``python -m bench.env_throughput [--seconds 5] [--cpu 0]``.
 """
 
 from __future__ import annotations

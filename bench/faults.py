@@ -1,6 +1,6 @@
 """Fault scenarios of issue 12's probe at larger counts: one JSON table, one row per scenario.
 
-    .venv/bin/python bench/faults.py [--kills 30] [--only kill9_writer_local ...]
+    .venv/bin/python -m bench.faults [--kills 30] [--only kill9_writer_local ...]
 
 Prints the table and writes bench/results/faults.json. Every row has the same columns:
 - attempts: faults injected (kills, attack queries, bad shards, logged runs);
@@ -9,7 +9,7 @@ Prints the table and writes bench/results/faults.json. Every row has the same co
 - crashed: runs that failed other than by the injected fault;
 - leaked: stale temp files after the sweep, attack queries that ran, wrote a file or showed a
   secret, secret values in logs.
-The injectors are those of tests/reliability (tests/reliability/probes.py; collector, fake-ADB and
+The injectors are those of tests/reliability (bench/probes.py; collector, fake-ADB and
 parser rows from bench/faults_env.py), where the same
 scenarios run at small counts. To add a row: write `def name(ctx: Context) -> dict` returning
 `row(...)` and append it to SCENARIOS.
@@ -28,15 +28,17 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bench.faults_env import SCENARIOS as ENV_SCENARIOS
+from bench.faults_env import row
+from bench.probes import SQL_ATTACKS, bad_shards, kill_writer_loop
+from storage.store import Store, open_store
+
+if TYPE_CHECKING:
+    from moto.server import ThreadedMotoServer
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from faults_env import SCENARIOS as ENV_SCENARIOS  # noqa: E402
-from faults_env import row  # noqa: E402
-
-from storage.store import Store, open_store  # noqa: E402
-from tests.reliability.probes import SQL_ATTACKS, bad_shards, kill_writer_loop  # noqa: E402
 
 ACCESS_KEY, SECRET_KEY = "AKIAFAULTSBENCH0001", "faults-bench-secret-5d4c3b2a"
 JUDGE_KEY = "sk-faults-bench-judge-canary"
@@ -218,7 +220,7 @@ SCENARIOS: list[Callable[[Context], dict]] = [
 ]
 
 
-def _moto() -> tuple[object, str]:
+def _moto() -> tuple[ThreadedMotoServer, str]:
     from moto.server import ThreadedMotoServer
 
     with socket.socket() as sock:

@@ -14,7 +14,7 @@ mkdir -p "$out_dir"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 python=${PYTHON:-python3}
 "$python" -c 'import torch; assert torch.cuda.is_available(), "no CUDA device"; print(torch.cuda.get_device_name(0))'
-"$python" "$(dirname "$0")/pretrained.py" \
+PYTHONPATH="$(cd "$(dirname "$0")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}" "$python" -m bench.pretrained \
   --base "$model_dir" --device cuda --bf16 \
   --budget-seconds "${BUDGET_SECONDS:-140}" --warm-start-share 0.25 \
   --episodes-per-round 32 --updates-per-round 16 --batch-size 16 \

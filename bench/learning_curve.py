@@ -24,7 +24,7 @@ the "held-out" set.
 one torch thread each (results do not depend on N). Only torch, transformers, numpy, pyarrow and
 pydantic are imported (no DuckDB, Prefect or MLflow), so it runs on a bare compute machine:
 
-    .venv/bin/python bench/learning_curve.py [--family general webshop] [--seeds 0 1 2]
+    .venv/bin/python -m bench.learning_curve [--family general webshop] [--seeds 0 1 2]
         [--env-steps 8000] [--methods aride aride_pure digirl filtered_bc gigpo] [--jobs 1]
         [--learner actor_lr=1e-3 ...] [--validation] [--eval-episodes 2] [--base MODEL_DIR]
         [--out bench/results/learning_curve.json]
@@ -37,7 +37,6 @@ import ast
 import json
 import os
 import platform
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -49,12 +48,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread per worker: N workers on N cores
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's packages, not an install
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch
-from _stats import fmt_interval, t_interval
 
+from bench._stats import fmt_interval, t_interval
 from distrl_core.envs.simdroid.tasks import Task, load_tasks, validation_split
 from distrl_core.learner import (
     Learner,
@@ -66,11 +63,12 @@ from distrl_core.learner import (
     supervised_warm_start,
     train_rounds,
 )
+from distrl_core.learner.config import Algorithm
 from distrl_core.policy import LoraSettings, Policy, PolicyConfig, load_policy, save_policy
 from distrl_core.policy.config import TinyModelConfig
 
 # name -> (algorithm, LearnerConfig overrides)
-METHODS: dict[str, tuple[str, dict]] = {
+METHODS: dict[str, tuple[Algorithm, dict]] = {
     "aride": ("aride", {}),
     "aride_pure": ("aride", {"normalize_advantages": False, "positive_advantages_only": False}),
     "aride_norm": ("aride", {"normalize_advantages": True, "positive_advantages_only": False}),
@@ -332,7 +330,7 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=2))
-    from _curves import plot_curves
+    from bench._curves import plot_curves
 
     plot_curves(document, out.with_suffix(".png"))
     print_summary(summary, evaluated_on)

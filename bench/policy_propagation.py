@@ -9,7 +9,7 @@ collectors poll the registry between episodes) and then joins the registry with 
   was mid-episode may be skipped for the next one, which is propagation too);
 - per collector: for each collector and version, the first step with that version or newer.
 
-    .venv/bin/python bench/policy_propagation.py [--minutes 3] [--collectors 16] [--step-latency 0.5]
+    .venv/bin/python -m bench.policy_propagation [--minutes 3] [--collectors 16] [--step-latency 0.5]
         [--from-folder DIR]   # analyse an existing run's store + mlflow.db instead of running
 """
 
@@ -17,14 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import (
+from bench._common import (
     LATENCY_MODEL,
     async_run_params,
     machine,

@@ -12,7 +12,7 @@ Base-dependent settings (learning rates, micro-batches) come from policy.default
 into the result. Imports only torch, transformers, peft, numpy, pyarrow and matplotlib (no DuckDB,
 Prefect, MLflow or gguf): it runs on a bare GPU machine given the converted folder.
 
-    python bench/pretrained.py --base .distrl/models/smollm2-135m-instruct [--device cpu|cuda]
+    python -m bench.pretrained --base .distrl/models/smollm2-135m-instruct [--device cpu|cuda]
         [--budget-seconds 300] [--bf16] [--out bench/results/pretrained.json]
 """
 
@@ -31,7 +31,6 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, when run as a script
 
 MODELS = ("tiny", "pretrained")
 
@@ -277,7 +276,10 @@ def main() -> int:
     for model in args.models:  # one process per model: its peak memory is its own
         argv = [a for a in sys.argv[1:] if a != "--only"]
         done = subprocess.run(
-            [sys.executable, __file__, *argv, "--only", model], stdout=subprocess.PIPE, text=True, check=False
+            [sys.executable, "-m", "bench.pretrained", *argv, "--only", model],
+            stdout=subprocess.PIPE,
+            text=True,
+            check=False,
         )
         lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
         if done.returncode or not lines:

@@ -8,7 +8,7 @@ Two views, both printed as one JSON document (and written to bench/results/repla
   trajectories): ingest from Parquet shards, `sample(256)` including fetching the step rows (whole
   trajectories and windows of 4), `update_priorities(256)`.
 
-    .venv/bin/python bench/replay_sampling.py [--sizes 100000 1000000 10000000] [--reps 30]
+    .venv/bin/python -m bench.replay_sampling [--sizes 100000 1000000 10000000] [--reps 30]
 """
 
 from __future__ import annotations
@@ -25,11 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from sumtree import SumTree
-
+from bench.sumtree import SumTree
 from storage import replay_sql as sql
 from storage.replay import Replay
 from storage.replay_config import ReplaySettings

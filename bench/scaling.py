@@ -11,7 +11,7 @@ have opened and lasts `--seconds`; steps and episodes inside it are read back fr
   of each collector's time spent waiting on its emulator; its ratio to N=1 is linear scaling with
   the luck of the latency draws taken out (heavy tails make a 1-collector window noisy).
 
-    .venv/bin/python bench/scaling.py [--collectors 1 2 4 8 16 32] [--seconds 60]
+    .venv/bin/python -m bench.scaling [--collectors 1 2 4 8 16 32] [--seconds 60]
         [--step-latency 1.0] [--out bench/results/scaling.json]
 """
 
@@ -19,16 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import (
+from bench._common import (
     LATENCY_MODEL,
     episodes_in_window,
     machine,

@@ -4,7 +4,7 @@ Runs against a local folder and against S3 served by a moto server on loopback, 
 (also written to bench/results/sql_views.json): the time to open the views (list + footer checks)
 and p50/p95 of the query.
 
-    .venv/bin/python bench/sql_views.py [--steps 1000000] [--reps 10]
+    .venv/bin/python -m bench.sql_views [--steps 1000000] [--reps 10]
 """
 
 from __future__ import annotations
@@ -13,14 +13,11 @@ import argparse
 import json
 import os
 import socket
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from storage.sql_views import open_sql
 from storage.store import Store, atomic_put, open_store

@@ -24,7 +24,7 @@ learner, in both modes alike. A version's time is when the learner published it 
 and registry; one torch thread each). Collectors mostly sleep, so a run needs ~1–2 cores; keep
 N ≤ cores / 2 so that the runs do not slow each other. Writes bench/results/time_to_target.{json,png}.
 
-    .venv/bin/python bench/time_to_target.py [--seeds 0 1 2] [--minutes 6] [--collectors 16]
+    .venv/bin/python -m bench.time_to_target [--seeds 0 1 2] [--minutes 6] [--collectors 16]
         [--step-latency 0.5] [--task-sigma 1.0] [--eval-episodes-per-task 3] [--target 0.5]
         [--family general|webshop] [--jobs 1] [--out time_to_target_general]
 """
@@ -33,16 +33,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import (
+from bench._common import (
     LATENCY_MODEL,
     add_pipeline_arguments,
     async_run_params,
@@ -52,7 +49,7 @@ from _common import (
     use_store,
     write_result,
 )
-from _stats import fmt_interval, t_interval
+from bench._stats import fmt_interval, t_interval
 
 LAST_K = 3
 
@@ -208,7 +205,7 @@ def main() -> None:
         if args.target is not None
         else f"the synchronous run's final level (mean of its last {LAST_K} evaluated versions), per seed"
     )
-    document = {
+    document: dict[str, Any] = {
         "benchmark": "time_to_target",
         "machine": before,
         "settings": settings,

@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from distrl_core.envs.actions import Action, format_action, utf8_safe
 from distrl_core.envs.factory import make_sim_envs
+from distrl_core.envs.kinds import EnvKind
 from distrl_core.envs.observation import Observation
 from distrl_core.envs.protocol import Environment
 from distrl_core.envs.sim_env import SimDroidEnvConfig
@@ -131,7 +132,7 @@ def step_row(
     started_at: datetime,
     latency_s: float,
     device_id: str,
-    env_kind: str = "sim",
+    env_kind: EnvKind = "sim",
 ) -> dict[str, Any]:
     """One schema row; ``episode_success``/``episode_status`` are filled when the episode ends."""
     return {

@@ -25,15 +25,20 @@ from typing import Any
 from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
-from distrl_core.learner.config import Algorithm
+from distrl_core.learner.config import Algorithm, learner_config
 from storage.registry import CHAMPION
 from tasks.evaluation import evaluate_version, record_evaluation
-from tasks.learner import LearnerParams, close_learner, ingest_shards, publish_policy, train_block
+from tasks.learner import (
+    LearnerParams,
+    close_learner,
+    ingest_shards,
+    publish_policy,
+    train_block,
+)
 from tasks.retrain import (
     DayWindow,
     RetrainDataError,
     current_champion,
-    learner_config,
     limit_next_block,
     open_retrain_learner,
     replay_settings,
@@ -117,6 +122,7 @@ class RetrainParams(BaseModel):
             background_ingest=False,  # ingest the window now: training starts from all of it
             algorithm=self.algorithm,
             seed=self.seed,
+            learner_config=self.learner_config,
         )
 
 
@@ -140,7 +146,7 @@ def retrain(params: RetrainParams | None = None) -> dict[str, Any]:
     window = DayWindow.ending(params.as_of or datetime.now(UTC).date(), params.recent_days)
     session = open_retrain_learner(
         params.learner_params(),
-        learner_config(params.algorithm, params.seed, params.learner_config),
+        params.learner_params().to_learner_config(),
         replay_settings(params.replay),
         start_version=start,
         window=window,

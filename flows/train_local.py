@@ -306,9 +306,14 @@ def _run_async(params: TrainLocalParams, learner_params: LearnerParams, stop: St
 
 
 def _collector_thread(
-    params: CollectorParams, stop: StopToken, results: dict[str, Any], attempts: int = 3
+    params: CollectorParams,
+    stop: StopToken,
+    results: dict[str, Any],
+    attempts: int = 3,
+    backoff_s: float = 2.0,
 ) -> None:
-    """One collector flow run; started again if it fails while the run goes on (as a worker would)."""
+    """One collector flow run; started again if it fails while the run goes on (as a worker would),
+    after ``backoff_s`` x the attempt number, or at once when the run stops meanwhile."""
     for attempt in range(1, attempts + 1):
         try:
             # A restart draws new episode ids: the same seed would repeat those already written.
@@ -327,7 +332,7 @@ def _collector_thread(
                 attempt,
                 attempts,
             )
-            time.sleep(2.0 * attempt)
+            stop.event.wait(backoff_s * attempt)
 
 
 def _run_sync(params: TrainLocalParams, learner_params: LearnerParams, run: StopToken) -> dict[str, Any]:

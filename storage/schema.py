@@ -13,6 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from distrl_core.envs.kinds import ENV_KINDS
+
 SCHEMA_VERSION = "1.0"
 SCHEMA_VERSION_KEY = b"distrl.schema_version"
 SUPPORTED_MAJOR_VERSIONS = frozenset({1})
@@ -34,7 +36,7 @@ _FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("pool", pa.string(), False, "agent pool of the collector"),
     ("collector_id", pa.string(), False, "collector within the pool"),
     ("device_id", pa.string(), False, "device serial or simulator id"),
-    ("env_kind", pa.string(), False, "'sim' or 'adb'"),
+    ("env_kind", pa.string(), False, f"kind of environment, one of {ENV_KINDS} (EnvKind)"),
     ("task_id", pa.string(), False, "task identifier"),
     ("task_family", pa.string(), False, "task family, e.g. 'general' or 'webshop'"),
     ("instruction", pa.string(), False, "natural-language instruction"),
@@ -121,8 +123,12 @@ def validate_table(table: pa.Table, *, source: str = "table") -> None:
         bad = sorted(statuses - set(EPISODE_STATUSES))[0]
         raise SchemaError(f"{source}: field 'episode_status' has value {bad!r}; allowed: {EPISODE_STATUSES}")
     kinds = set(table.column("env_kind").unique().to_pylist())
-    if not kinds <= {"sim", "adb"}:
-        raise SchemaError(f"{source}: field 'env_kind' has value {sorted(kinds)[0]!r}; allowed: 'sim', 'adb'")
+    if not kinds <= set(ENV_KINDS):
+        bad = sorted(kinds - set(ENV_KINDS))[0]
+        raise SchemaError(
+            f"{source}: field 'env_kind' has value {bad!r}; allowed: {ENV_KINDS} "
+            "(a new kind is added to distrl_core.envs.kinds.EnvKind)"
+        )
 
 
 def steps_to_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:

@@ -12,19 +12,20 @@ small stats.
 from __future__ import annotations
 
 import logging
-import math
 import random
 import time
 import uuid
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, Field
 
 from distrl_core.envs.factory import make_env
-from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
+from distrl_core.envs.kinds import EnvKind
+from distrl_core.envs.protocol import Environment
+from distrl_core.envs.sim_env import SimDroidEnvConfig
 from distrl_core.envs.simdroid.device import SimDroidConfig
 from distrl_core.envs.simdroid.faults import FaultConfig
 from distrl_core.envs.simdroid.tasks import load_tasks
@@ -38,6 +39,9 @@ from tasks.mlflow_metrics import log_metrics
 from tasks.retry import only_transient, with_retries
 from tasks.stop import should_stop
 
+if TYPE_CHECKING:
+    from distrl_core.envs.adb import AdbEnvConfig
+
 log = logging.getLogger(__name__)
 ROLLING_EPISODES = 64  # window of the rolling success rate (a per-batch rate of 8 episodes is noise)
 
@@ -47,7 +51,7 @@ class CollectorParams(BaseModel):
 
     pool: str = Field("sim", description="Agent pool (shard partition and Prefect work pool).")
     collector_id: str = Field("c0", description="Collector name, unique within the pool.")
-    env_kind: str = Field("sim", description="'sim' (SimDroid) or 'adb' (devices behind an ADB server).")
+    env_kind: EnvKind = Field("sim", description="'sim' (SimDroid) or 'adb' (devices behind an ADB server).")
     num_envs: int = Field(4, ge=1, description="Simulated environments stepped together (env_kind='sim').")
     serials: list[str] = Field(default_factory=list, description="Device serials (env_kind='adb').")
     adb_host: str = Field("127.0.0.1", description="ADB server host (env_kind='adb').")
@@ -119,8 +123,6 @@ class CollectorSession:
 
 
 def open_collector(params: CollectorParams) -> CollectorSession:
-    if params.env_kind not in ("sim", "adb"):
-        raise ValueError(f"env_kind={params.env_kind!r}: use 'sim' or 'adb'")
     if params.env_kind == "adb" and not params.serials:
         raise ValueError("env_kind='adb' needs serials=[...] (see `adb devices`)")
     store = open_store(params.store_uri)
@@ -141,16 +143,21 @@ def close_collector(session: CollectorSession) -> None:
     session.writer.close()
 
 
-def _make_envs(params: CollectorParams, rng: random.Random) -> list[Any]:
+def _make_envs(params: CollectorParams, rng: random.Random) -> list[Environment]:
     """The collector's environments, kept for its lifetime (emulators are slow to set up)."""
-    if params.env_kind == "sim":
-        return [
-            _TaskLatencyEnv(
-                _env_config(params, rng.getrandbits(31), f"sim-{params.collector_id}-{i}"),
-                sigma=params.task_latency_sigma,
-            )
-            for i in range(params.num_envs)
-        ]
+    match params.env_kind:
+        case "sim":
+            return [
+                make_env(_env_config(params, rng.getrandbits(31), f"sim-{params.collector_id}-{i}"))
+                for i in range(params.num_envs)
+            ]
+        case "adb":
+            return [make_env(config) for config in _adb_configs(params)]
+        case _:
+            assert_never(params.env_kind)  # mypy: every EnvKind is built above
+
+
+def _adb_configs(params: CollectorParams) -> list[AdbEnvConfig]:
     from distrl_core.envs.adb import AdbEnvConfig
     from distrl_core.envs.adb.env import simdroid_success_check, simdroid_task_loader
     from distrl_core.evaluators.adb_checks import adb_rule_success_check
@@ -161,37 +168,20 @@ def _make_envs(params: CollectorParams, rng: random.Random) -> list[Any]:
         else {"success_check": adb_rule_success_check, "reset_commands": ["input keyevent KEYCODE_HOME"]}
     )
     return [
-        make_env(
-            AdbEnvConfig(
-                host=params.adb_host, port=params.adb_port, serial=serial, screenshots=False, **hooks
-            )
-        )
+        AdbEnvConfig(host=params.adb_host, port=params.adb_port, serial=serial, screenshots=False, **hooks)
         for serial in params.serials
     ]
-
-
-class _TaskLatencyEnv(SimDroidEnv):
-    """SimDroid whose step latency scale is redrawn per episode: some tasks (heavy apps, slow pages)
-    are much slower than others on a real emulator, on top of the per-step jitter."""
-
-    def __init__(self, config: SimDroidEnvConfig, sigma: float) -> None:
-        super().__init__(config)
-        self._sigma = sigma
-        self._base_scale = self.device.faults.config.latency_scale_s
-        self._latency_rng = random.Random(f"{config.seed}/task-latency")
-
-    def reset(self, task=None, seed=None):
-        if self._sigma > 0 and self._base_scale > 0:
-            factor = math.exp(self._latency_rng.gauss(0.0, self._sigma))
-            self.device.faults.config.latency_scale_s = self._base_scale * factor
-        return super().reset(task, seed)
 
 
 def _env_config(params: CollectorParams, seed: int, serial: str) -> SimDroidEnvConfig:
     faults = FaultConfig(seed=seed)
     if params.step_latency_s > 0:
         faults = FaultConfig(
-            seed=seed, latency="emulator", latency_scale_s=params.step_latency_s, latency_mode="sleep"
+            seed=seed,
+            latency="emulator",
+            latency_scale_s=params.step_latency_s,
+            task_latency_sigma=params.task_latency_sigma,
+            latency_mode="sleep",
         )
     device = SimDroidConfig(distractor_prob=0.1, faults=faults)
     return SimDroidEnvConfig(device=device, screenshots=False, ui_xml=False, seed=seed, serial=serial)

@@ -15,14 +15,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
-from distrl_core.learner.config import Algorithm, LearnerConfig
+from distrl_core.learner.config import Algorithm, LearnerConfig, learner_config
 from distrl_core.learner.learner import Learner
+from distrl_core.learner.objectives import algorithm_spec
 from distrl_core.learner.step import Draw, train_step
 from distrl_core.policy import load_policy, save_policy
 from storage.registry import PolicyRegistry
@@ -60,13 +61,29 @@ class LearnerParams(BaseModel):
         "groups of episodes of one task and policy version within a batch.",
     )
     seed: int = Field(0, description="Seeds the learner.")
+    learner_config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Overrides of LearnerConfig fields other than algorithm and seed, e.g. "
+        "{'actor_lr': 1e-4, 'entropy_coef': 0.01} (the critic-only warm-up, critic_warmup_updates, "
+        "counts from the learner's first update).",
+    )
+
+    @field_validator("learner_config")
+    @classmethod
+    def _check_learner_config(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        learner_config(info.data.get("algorithm", "aride"), info.data.get("seed", 0), value)
+        return value
+
+    def to_learner_config(self) -> LearnerConfig:
+        """The LearnerConfig these parameters ask for: algorithm and seed, then the overrides."""
+        return learner_config(self.algorithm, self.seed, self.learner_config)
 
     @model_validator(mode="after")
-    def _gigpo_needs_whole_episodes(self) -> LearnerParams:
-        if self.algorithm == "gigpo" and self.window is not None:
+    def _whole_episodes_when_the_algorithm_needs_them(self) -> LearnerParams:
+        if algorithm_spec(self.algorithm).needs_whole_episodes and self.window is not None:
             raise ValueError(
-                f"algorithm 'gigpo' compares whole episodes' returns, but window={self.window} samples "
-                "pieces of them; set window=None"
+                f"algorithm {self.algorithm!r} compares whole episodes' returns, but window={self.window} "
+                "samples pieces of them; set window=None"
             )
         return self
 
@@ -174,7 +191,7 @@ def open_learner(
         )
     fetched = registry.fetch(latest)
     policy = load_policy(fetched.path)
-    config = config or LearnerConfig(algorithm=params.algorithm, seed=params.seed)
+    config = config or params.to_learner_config()
     learner = Learner(policy, config, policy_version=latest)
     replay = Replay(open_store(params.store_uri), replay_settings or ReplaySettings())
     replay.set_policy_version(latest)
@@ -198,7 +215,9 @@ def _resume_counters(session: LearnerSession, tags: dict[str, str]) -> None:
 
 def _params_for_mlflow(params: LearnerParams, config: LearnerConfig) -> dict[str, object]:
     values = {f"learner.{k}": v for k, v in config.to_dict().items()}
-    return values | {f"flow.{k}": v for k, v in params.model_dump().items() if k != "store_uri"}
+    # learner_config is in `learner.*` already, field by field.
+    flow = params.model_dump(exclude={"store_uri", "learner_config"})
+    return values | {f"flow.{k}": v for k, v in flow.items()}
 
 
 def close_learner(session: LearnerSession) -> None:

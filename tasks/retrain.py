@@ -16,7 +16,7 @@ evaluating reuse the learner's and the evaluation's tasks:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
@@ -77,18 +77,6 @@ def partition_day(path: str) -> date | None:
         return date.fromisoformat(found.group(1))
     except ValueError:
         return None
-
-
-def learner_config(algorithm: str, seed: int, overrides: dict[str, Any]) -> LearnerConfig:
-    """LearnerConfig from the retrain's algorithm and seed plus field overrides (validated)."""
-    known = {f.name for f in fields(LearnerConfig)}
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise ValueError(f"learner_config: unknown field(s) {unknown}; LearnerConfig has {sorted(known)}")
-    if {"algorithm", "seed"} & set(overrides):
-        raise ValueError("learner_config: set `algorithm` and `seed` as retrain parameters, not overrides")
-    values: dict[str, Any] = {"algorithm": algorithm, "seed": seed} | overrides  # names checked above
-    return LearnerConfig(**values)
 
 
 def replay_settings(overrides: dict[str, Any]) -> ReplaySettings:

@@ -71,3 +71,30 @@ def test_links_between_the_docs_resolve() -> None:
             if anchor:
                 headings = re.findall(r"^#+ (.+)$", path.read_text(encoding="utf-8"), flags=re.MULTILINE)
                 assert anchor in {_anchor(h) for h in headings}, f"{doc.name} links to {target}#{anchor}"
+
+
+def test_every_function_a_test_replaces_is_named_in_the_readme() -> None:
+    """The README lists what tests replace with `monkeypatch` (beside environment variables and
+    the working directory); a new replacement has to be named there too."""
+    import ast
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    replaced = set()
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("setattr", "setitem", "delattr", "delitem")
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "monkeypatch"
+            ):
+                target, name = node.args[0], node.args[1]
+                shown = name.value if isinstance(name, ast.Constant) else ast.unparse(name)
+                replaced.add((str(path.relative_to(ROOT)), ast.unparse(target), shown))
+    missing = [
+        f"{file}: {target}[{name}]"
+        for file, target, name in sorted(replaced)
+        if file not in readme or name not in readme
+    ]
+    assert replaced and not missing, f"README.md does not name what these tests replace: {missing}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -80,3 +82,48 @@ def test_the_main_job_runs_without_the_gym_extra():
         "import flows.cli, flows.demo, flows.train_local, tasks.collector, tasks.learner"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def _extras_make_venv_leaves_out() -> set[str]:
+    """The optional extras that `make venv` (`pip install -e '.[dev]'`) does not install."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    installed, todo = set(), ["dev"]
+    while todo:
+        name = todo.pop()
+        installed.add(name)
+        for requirement in extras[name]:
+            match = re.fullmatch(r"distrl\[([\w,-]+)\].*", requirement)
+            todo += [n for n in (match.group(1).split(",") if match else ()) if n not in installed]
+    return set(extras) - installed
+
+
+def test_mypy_packages_import_no_module_of_an_extra_make_venv_leaves_out():
+    # `make lint` runs mypy on a fresh .venv: a module of such an extra (e.g. `gguf` of
+    # `pretrained`) would be "cannot find implementation or library stub" there.
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    extras = config["project"]["optional-dependencies"]
+    left_out = {
+        re.split(r"[<>=!~\[ ;]", requirement)[0].replace("-", "_").lower()
+        for extra in _extras_make_venv_leaves_out()
+        for requirement in extras[extra]
+    }
+    assert "gguf" in left_out
+    found = []
+    for package in config["tool"]["mypy"]["packages"]:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                found += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in left_out]
+    assert not found, f"modules of extras `make venv` does not install are imported: {found}"
+
+
+def test_convert_gguf_without_the_gguf_package_names_the_fix(tmp_path, monkeypatch):
+    from distrl_core.policy.pretrained import convert_gguf
+
+    monkeypatch.setitem(sys.modules, "gguf", None)  # None in sys.modules: not importable
+    source = tmp_path / "model.gguf"
+    source.write_bytes(b"GGUF")
+    with pytest.raises(ImportError, match="make pretrained"):
+        convert_gguf(source, tmp_path / "out")

@@ -1,5 +1,7 @@
 """Build environments from their configuration: a ``SimDroidEnvConfig`` gives a SimDroid, an
 ``AdbEnvConfig`` a device behind an adb server. The device's serial is part of either config.
+Any other config is refused by name: a new kind of environment (``distrl_core.envs.kinds``) is
+added here too.
 
 Example::
 
@@ -13,24 +15,37 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
+from distrl_core.envs.kinds import EnvKind
 from distrl_core.envs.protocol import Environment
 from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
 
 if TYPE_CHECKING:
     from distrl_core.envs.adb.config import AdbEnvConfig
 
-__all__ = ["make_env", "make_sim_envs"]
+__all__ = ["CONFIG_OF_KIND", "EnvConfig", "make_env", "make_sim_envs"]
+
+EnvConfig: TypeAlias = "SimDroidEnvConfig | AdbEnvConfig"  # the configs make_env builds from
+
+CONFIG_OF_KIND: dict[EnvKind, str] = {"sim": "SimDroidEnvConfig", "adb": "AdbEnvConfig"}
+"""Each kind's config class, by name (ADB's module loads adbutils, so it is imported only when used)."""
 
 
-def make_env(config: SimDroidEnvConfig | AdbEnvConfig) -> Environment:
-    """The environment ``config`` describes (adbutils is imported only for an ADB config)."""
+def make_env(config: EnvConfig) -> Environment:
+    """The environment ``config`` describes; a config of no known kind raises TypeError naming it."""
     if isinstance(config, SimDroidEnvConfig):
         return SimDroidEnv(config)
+    from distrl_core.envs.adb.config import AdbEnvConfig
     from distrl_core.envs.adb.env import AdbEnv
 
-    return AdbEnv(config)
+    if isinstance(config, AdbEnvConfig):
+        return AdbEnv(config)
+    known = ", ".join(f"{name} ({kind!r})" for kind, name in CONFIG_OF_KIND.items())
+    raise TypeError(
+        f"make_env cannot build an environment from a {type(config).__name__}; it takes {known}. "
+        "A new kind goes into distrl_core.envs.kinds.EnvKind and make_env (distrl_core/envs/factory.py)"
+    )
 
 
 def make_sim_envs(config: SimDroidEnvConfig, count: int, serial_prefix: str) -> list[SimDroidEnv]:

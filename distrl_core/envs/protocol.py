@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from distrl_core.envs.actions import Action, ActionKind, format_action
+from distrl_core.envs.kinds import EnvKind
 from distrl_core.envs.observation import Observation
 from distrl_core.envs.simdroid.tasks import Task
 
@@ -75,7 +76,7 @@ class Environment(Protocol):
         env.close()
     """
 
-    kind: ClassVar[str]  # "sim" or "adb", as the trajectory rows record it
+    kind: ClassVar[EnvKind]  # as the trajectory rows record it
     task: Task | None
     history: list[str]
     done: bool

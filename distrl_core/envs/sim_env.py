@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, TypeVar
 
 from distrl_core.envs.actions import Action, ActionKind, parse_action, swipe_endpoints, to_pixels
+from distrl_core.envs.kinds import EnvKind
 from distrl_core.envs.observation import Observation, UIElement, compact_tree, elements_to_xml
 from distrl_core.envs.protocol import EpisodeRules, EpisodicEnv, StepResult
 from distrl_core.envs.simdroid.catalog import find_app
@@ -89,7 +90,7 @@ class SimDroidEnv(EpisodicEnv):
         result.info.success, result.info.virtual_latency_s
     """
 
-    kind: ClassVar[str] = "sim"
+    kind: ClassVar[EnvKind] = "sim"
 
     def __init__(self, config: SimDroidEnvConfig | None = None, device: SimDroid | None = None) -> None:
         super().__init__()
@@ -148,6 +149,7 @@ class SimDroidEnv(EpisodicEnv):
     # -- API ---------------------------------------------------------------------------------
     def reset(self, task: Task | str | None = None, seed: int | None = None) -> Observation:
         """Start an episode on ``task`` (a Task, a task id, or None to sample from the pool)."""
+        self.device.faults.new_episode()
         if seed is not None:
             self._rng.seed(seed)
         if task is None:

@@ -16,7 +16,7 @@ import math
 from dataclasses import Field, asdict, dataclass, fields
 from typing import Any, Literal, get_args
 
-__all__ = ["ALGORITHMS", "Algorithm", "LearnerConfig"]
+__all__ = ["ALGORITHMS", "Algorithm", "LearnerConfig", "learner_config"]
 
 Algorithm = Literal["aride", "digirl", "filtered_bc", "gigpo"]
 """The training methods the learner implements (the one list of them)."""
@@ -241,3 +241,18 @@ def _count_problems(config: LearnerConfig) -> list[str]:
     if config.max_policy_lag is not None and config.max_policy_lag < 0:
         problems.append(f"max_policy_lag must be None or >= 0, got {config.max_policy_lag}")
     return problems
+
+
+def learner_config(algorithm: Algorithm, seed: int, overrides: dict[str, Any]) -> LearnerConfig:
+    """LearnerConfig from an algorithm and a seed plus field overrides (validated), as the `learn`
+    and `retrain` flows take them."""
+    known = {f.name for f in fields(LearnerConfig)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(f"learner_config: unknown field(s) {unknown}; LearnerConfig has {sorted(known)}")
+    if {"algorithm", "seed"} & set(overrides):
+        raise ValueError(
+            "learner_config: set `algorithm` and `seed` as parameters of their own, not overrides"
+        )
+    values: dict[str, Any] = {"algorithm": algorithm, "seed": seed} | overrides  # names checked above
+    return LearnerConfig(**values)

@@ -15,7 +15,7 @@ from distrl_core.algos.priorities import linear_schedule
 from distrl_core.learner.averaging import WeightAverage
 from distrl_core.learner.batch import StepBatch
 from distrl_core.learner.config import LearnerConfig
-from distrl_core.learner.objectives import compute_objective, group_advantages
+from distrl_core.learner.objectives import algorithm_spec, compute_objective, group_advantages
 from distrl_core.policy.defaults import training_defaults
 from distrl_core.policy.model import Policy
 
@@ -140,8 +140,10 @@ class Learner:
         self.critic_optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
         priorities = torch.zeros(batch.size)
-        # gigpo has no critic to warm up.
-        train_actor = self.updates >= cfg.critic_warmup_updates or cfg.algorithm == "gigpo"
+        # Without a critic there is nothing to warm up.
+        train_actor = (
+            self.updates >= cfg.critic_warmup_updates or not algorithm_spec(cfg.algorithm).uses_critic
+        )
         groups = group_advantages(batch, full_mask, cfg)  # before the split: groups span micro-batches
         autocast = torch.autocast(
             "cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda" and cfg.mixed_precision

@@ -20,6 +20,7 @@ from distrl_core.envs.simdroid.tasks import Task, load_tasks
 from distrl_core.learner.evaluation import HELDOUT_SEED, IN_DISTRIBUTION_SEED, estimate_success
 from distrl_core.learner.groups import group_tasks, sample_groups
 from distrl_core.learner.learner import Learner
+from distrl_core.learner.objectives import algorithm_spec
 from distrl_core.learner.step import Draw, train_step
 from distrl_core.rollout import RolloutConfig, RolloutResult, run_episodes
 
@@ -87,9 +88,10 @@ class LoopConfig:
     - ``env``: the environment (distractor dialogs on at 10%, as SimDroidEnv's default).
     - ``eval_episodes_per_task``: greedy episodes per held-out task in each evaluation (different
       env seeds; more narrow the interval, see learner/evaluation.py).
-    - ``group_size`` (algorithm "gigpo" only): each round collects ``episodes_per_round //
-      group_size`` groups of this many episodes of one task under one env seed, and each update
-      trains on ``batch_size // group_size`` whole groups drawn uniformly (learner.groups).
+    - ``group_size`` (an algorithm whose spec needs groups: gigpo): each round collects
+      ``episodes_per_round // group_size`` groups of this many episodes of one task under one env
+      seed, and each update trains on ``batch_size // group_size`` whole groups drawn uniformly
+      (learner.groups).
     - ``seed``: task order, rollouts and replay sampling.
 
     Collection and evaluation use the learner's published weights (``Learner.averaged``), as the
@@ -219,10 +221,10 @@ def _evaluator(
 def _collect_round(
     learner: Learner, config: LoopConfig, train_tasks: Sequence[Task], rng: np.random.Generator
 ) -> RolloutResult:
-    """One round's episodes with the published weights: random train tasks, or (gigpo) groups of
+    """One round's episodes with the published weights: random train tasks, or (an algorithm that needs groups: gigpo) groups of
     one task under one reset seed."""
     reset_seeds = None
-    if learner.config.algorithm == "gigpo":
+    if algorithm_spec(learner.config.algorithm).needs_groups:
         tasks, reset_seeds = group_tasks(train_tasks, config.episodes_per_round, config.group_size, rng)
     else:
         tasks = [train_tasks[i] for i in rng.integers(len(train_tasks), size=config.episodes_per_round)]
@@ -241,7 +243,7 @@ def _update_round(
 ) -> dict[str, float]:
     """``updates_per_round`` training steps; their metrics averaged. The weights then count as a new
     version (what the next round's episodes are collected with)."""
-    if learner.config.algorithm == "gigpo":
+    if algorithm_spec(learner.config.algorithm).needs_groups:
 
         def sample() -> Draw:
             return Draw(*sample_groups(replay.episodes, config.batch_size // config.group_size, rng))

@@ -5,6 +5,10 @@ tensors for the metrics, and the trajectories' new priorities. Only A-RIDE prior
 baselines return uniform priorities, so a prioritized replay samples their data uniformly, as
 DigiRL does. gigpo's advantages compare the episodes of a group with each other, so they are
 computed once on the whole batch (`group_advantages`) before it is split into micro-batches.
+
+`ALGORITHM_SPECS` holds one `AlgorithmSpec` per `Algorithm`: its objective and the traits the
+learner, the local loop and the learner task read (a critic, groups, whole episodes), so that no
+code outside this table tests an algorithm's name.
 """
 
 from __future__ import annotations
@@ -27,10 +31,18 @@ from distrl_core.algos.priorities import dper_priority
 from distrl_core.algos.ratios import importance_ratios
 from distrl_core.algos.retrace import discounted_returns, retrace_targets
 from distrl_core.learner.batch import StepBatch
-from distrl_core.learner.config import LearnerConfig
+from distrl_core.learner.config import Algorithm, LearnerConfig
 from distrl_core.policy.types import EvalOutput
 
-__all__ = ["Objective", "compute_objective", "group_advantages", "group_ids"]
+__all__ = [
+    "ALGORITHM_SPECS",
+    "AlgorithmSpec",
+    "Objective",
+    "algorithm_spec",
+    "compute_objective",
+    "group_advantages",
+    "group_ids",
+]
 
 
 @dataclass
@@ -189,9 +201,9 @@ def group_ids(batch: StepBatch) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def group_advantages(batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig) -> GroupAdvantages | None:
-    """gigpo's advantages on the whole batch (None for the other algorithms); `mask` drops stale rows
-    from their groups as well as from the loss."""
-    if cfg.algorithm != "gigpo":
+    """Group advantages on the whole batch for an algorithm that needs groups (gigpo; None for the
+    others); `mask` drops stale rows from their groups as well as from the loss."""
+    if not algorithm_spec(cfg.algorithm).needs_groups:
         return None
     episode, steps = group_ids(batch)
     return gigpo_advantages(
@@ -227,9 +239,47 @@ def _gigpo(
     return Objective(actor.loss, no_critic, torch.ones(mask.shape[0], device=mask.device), stats)
 
 
-_OBJECTIVES: dict[
-    str, Callable[[EvalOutput, StepBatch, torch.Tensor, LearnerConfig, torch.Tensor | None], Objective]
-] = {"aride": _aride, "digirl": _digirl, "filtered_bc": _filtered_bc, "gigpo": _gigpo}
+ObjectiveFn = Callable[[EvalOutput, StepBatch, torch.Tensor, LearnerConfig, torch.Tensor | None], Objective]
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    """One algorithm: its objective on an evaluated batch, and what the rest of the learner must do
+    for it.
+
+    - ``objective``: ``(out, batch, mask, cfg, group) -> Objective``.
+    - ``uses_critic``: it trains the value heads, so the actor waits ``critic_warmup_updates``
+      updates for them; without a critic the actor trains from the first update.
+    - ``needs_groups``: its advantages compare the episodes of one task within a batch: they are
+      computed on the whole batch before the micro-batches (``group_advantages``), and the local
+      loop collects and samples groups of one task (``group_size``).
+    - ``needs_whole_episodes``: it reads whole episodes' returns, so the learner task refuses a
+      ``window`` that samples pieces of episodes.
+    """
+
+    objective: ObjectiveFn
+    uses_critic: bool = True
+    needs_groups: bool = False
+    needs_whole_episodes: bool = False
+
+
+ALGORITHM_SPECS: dict[Algorithm, AlgorithmSpec] = {
+    "aride": AlgorithmSpec(_aride),
+    "digirl": AlgorithmSpec(_digirl),
+    "filtered_bc": AlgorithmSpec(_filtered_bc),
+    "gigpo": AlgorithmSpec(_gigpo, uses_critic=False, needs_groups=True, needs_whole_episodes=True),
+}
+
+
+def algorithm_spec(algorithm: Algorithm) -> AlgorithmSpec:
+    """``algorithm``'s spec; an algorithm without one names where it goes."""
+    try:
+        return ALGORITHM_SPECS[algorithm]
+    except KeyError:
+        raise ValueError(
+            f"algorithm {algorithm!r} has no AlgorithmSpec: add it to ALGORITHM_SPECS in "
+            "distrl_core/learner/objectives.py"
+        ) from None
 
 
 def compute_objective(
@@ -239,4 +289,4 @@ def compute_objective(
     cfg: LearnerConfig,
     group: torch.Tensor | None = None,  # (B, T) gigpo's advantages for these rows (group_advantages)
 ) -> Objective:
-    return _OBJECTIVES[cfg.algorithm](out, batch, mask, cfg, group)
+    return algorithm_spec(cfg.algorithm).objective(out, batch, mask, cfg, group)

@@ -11,6 +11,7 @@ entry, given the dequantised state dict, and saved as a standard Hugging Face fo
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import json
 import shutil
 from dataclasses import dataclass
@@ -72,12 +73,12 @@ def convert_gguf(gguf: Path, out_dir: Path, *, force: bool = False) -> Converted
     marker = out_dir / _MARKER
     if not force and marker.is_file() and json.loads(marker.read_text()) == stamp:
         return ConvertedModel(out_dir, gguf, False, folder_size(out_dir))
-    try:
-        import gguf as _  # noqa: F401  (transformers' GGUF reader needs it; fail with the fix)
-    except ImportError:
+    # transformers' GGUF reader imports `gguf`; it is looked up, not imported here, so that mypy on
+    # a fresh .venv (which has no `make pretrained-deps`) needs neither the package nor its types.
+    if importlib.util.find_spec("gguf") is None:
         raise ImportError(
             "reading a GGUF file needs the `gguf` package: `make pretrained` (or pip install gguf)"
-        ) from None
+        )
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-from _curves import mean_curve
-from _stats import t_interval, t_quantile_975
+from bench._curves import mean_curve
+from bench._stats import t_interval, t_quantile_975
 
 
 def test_t_interval_by_hand():

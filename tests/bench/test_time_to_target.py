@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-from time_to_target import compare, equal_wall_clock, success_at, time_to
+from bench.time_to_target import compare, equal_wall_clock, success_at, time_to
 
 
 def _run(seed, mode, points, budget=300.0):

@@ -8,9 +8,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from distrl_core.learner.config import learner_config
 from storage.catalog import Catalog
 from storage.store import Store, atomic_put
-from tasks.retrain import DayWindow, WindowCatalog, learner_config, partition_day, replay_settings
+from tasks.retrain import DayWindow, WindowCatalog, partition_day, replay_settings
 
 # ----- pure parts (no Prefect, no MLflow) -----------------------------------------------------------
 

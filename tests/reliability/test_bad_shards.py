@@ -3,6 +3,7 @@ shard is named and left out (never moved by SQL), and both keep answering from t
 
 from __future__ import annotations
 
+from bench.probes import bad_shards
 from flows.cli import main as cli
 from storage.catalog import list_shards
 from storage.replay import Replay
@@ -10,7 +11,6 @@ from storage.replay_config import ReplaySettings
 from storage.sql_views import open_sql
 from storage.store import Store, atomic_put
 from tests.reliability.conftest import fill
-from tests.reliability.probes import bad_shards
 
 
 def _store_with_zoo(store: Store) -> tuple[list[str], dict[str, bytes]]:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.probes import kill_writer_loop
 from storage.catalog import list_shards
 from storage.store import Store, sweep_stale_temps
-from tests.reliability.probes import kill_writer_loop
 
 ROOT = Path(__file__).resolve().parents[2]
 

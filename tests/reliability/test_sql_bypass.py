@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from bench.probes import SQL_ALLOWED as ALLOWED
+from bench.probes import SQL_ATTACKS as ATTACKS
 from flows.cli import main as cli
 from storage.sql_views import ReadOnlyError, open_sql
 from storage.store import Store
 from tests.reliability.conftest import fill
-from tests.reliability.probes import SQL_ALLOWED as ALLOWED
-from tests.reliability.probes import SQL_ATTACKS as ATTACKS
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -34,6 +34,7 @@ from distrl_core.envs.adb.errors import (
     ResetError,
 )
 from distrl_core.envs.adb.link import AdbDeviceLink
+from distrl_core.envs.kinds import EnvKind
 from distrl_core.envs.observation import Observation, UIElement, compact_tree
 from distrl_core.envs.protocol import EpisodeRules, EpisodicEnv, StepResult
 from distrl_core.envs.simdroid.tasks import get_task
@@ -68,7 +69,7 @@ class _Screen:
 class AdbEnv(EpisodicEnv):
     """One device, one episode at a time. Construct, then ``reset(task)``; errors are AdbEnvError subclasses."""
 
-    kind: ClassVar[str] = "adb"
+    kind: ClassVar[EnvKind] = "adb"
 
     def __init__(self, config: AdbEnvConfig | None = None):
         super().__init__()

@@ -37,6 +37,9 @@ class FaultConfig:
       Capped at ``latency_cap_factor`` x the median. Applies to input actions (tap, swipe, text,
       key, app start/stop).
     - ``latency_scale_s``: median latency in seconds (must be > 0 when latency is "emulator").
+    - ``task_latency_sigma``: each episode (``new_episode``) scales that median by a lognormal
+      factor of this shape, as heavy apps and slow pages do on an emulator (1.0 spans 100x between
+      the 1st and 99th percentiles); 0 keeps it fixed.
     - ``latency_mode``: "sleep" really sleeps (for asynchronous-throughput benchmarks); "virtual"
       only adds to ``SimDroid.virtual_time_s`` (fast tests, simulated wall-clock).
     - ``drop_tap_prob``: a tap or long-press is silently lost.
@@ -51,6 +54,7 @@ class FaultConfig:
     seed: int = 0
     latency: str = "none"
     latency_scale_s: float = 0.0
+    task_latency_sigma: float = 0.0
     latency_mode: str = "sleep"
     latency_sigma: float = 0.6
     latency_tail_prob: float = 0.05
@@ -85,6 +89,8 @@ class FaultConfig:
                 raise ValueError(f"FaultConfig.{name} is a probability in [0, 1], got {value}")
         if self.latency_scale_s < 0 or self.offline_duration_s < 0:
             raise ValueError("FaultConfig.latency_scale_s and offline_duration_s must be >= 0")
+        if self.task_latency_sigma < 0:
+            raise ValueError("FaultConfig.task_latency_sigma must be >= 0 (0: the same median every episode)")
         if self.latency_sigma < 0 or self.latency_tail_alpha <= 0 or self.latency_cap_factor < 1:
             raise ValueError(
                 "FaultConfig needs latency_sigma >= 0, latency_tail_alpha > 0, latency_cap_factor >= 1"
@@ -96,21 +102,29 @@ class FaultModel:
         self.config = config
         self._rngs = {
             name: random.Random(f"{config.seed}/{name}")
-            for name in ("latency", "drop", "offline", "corrupt", "reset")
+            for name in ("latency", "drop", "offline", "corrupt", "reset", "task-latency")
         }
+        self.latency_scale_s = config.latency_scale_s  # this episode's median (see new_episode)
         self._offline_until = 0.0
         self.counts = {"dropped_taps": 0, "offline_events": 0, "corrupt_screenshots": 0, "failed_resets": 0}
 
     # -- latency -----------------------------------------------------------------------------
+    def new_episode(self) -> None:
+        """Draw this episode's median latency (``task_latency_sigma``; its own RNG stream)."""
+        cfg = self.config
+        if cfg.task_latency_sigma > 0 and cfg.latency_scale_s > 0:
+            factor = math.exp(self._rngs["task-latency"].gauss(0.0, cfg.task_latency_sigma))
+            self.latency_scale_s = cfg.latency_scale_s * factor
+
     def sample_latency(self) -> float:
         cfg = self.config
         if cfg.latency == "none":
             return 0.0
         rng = self._rngs["latency"]
-        value = cfg.latency_scale_s * math.exp(rng.gauss(0.0, cfg.latency_sigma))
+        value = self.latency_scale_s * math.exp(rng.gauss(0.0, cfg.latency_sigma))
         if rng.random() < cfg.latency_tail_prob:
             value *= rng.paretovariate(cfg.latency_tail_alpha)
-        return min(value, cfg.latency_scale_s * cfg.latency_cap_factor)
+        return min(value, self.latency_scale_s * cfg.latency_cap_factor)
 
     def apply_latency(self) -> float:
         seconds = self.sample_latency()

@@ -5,7 +5,7 @@ bench/faults.py (large counts):
   future, and with a valid footer over corrupted data pages (which only a full read notices);
 - `SQL_ATTACKS` / `SQL_ALLOWED`: what `distrl sql` must refuse, and the legitimate look-alikes;
 - `kill_writer_loop`: a shard writer in a child process, killed with SIGKILL mid-run, again and
-  again; then what is visible in the store is checked (run `python -m tests.reliability.probes
+  again; then what is visible in the store is checked (run `python -m bench.probes
   writer STORE_URI ACK_FILE KB` for the child itself).
 """
 
@@ -125,12 +125,12 @@ def kill_writer_loop(
     rng = np.random.default_rng(seed)
     report = KillReport(kills=kills)
     acked: set[str] = set()
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, PYTHONPATH=str(root))
     for i in range(kills):
         ack = work / f"ack-{i}.txt"
         child = subprocess.Popen(
-            [sys.executable, "-m", "tests.reliability.probes", "writer", store.uri, str(ack), str(kb)],
+            [sys.executable, "-m", "bench.probes", "writer", store.uri, str(ack), str(kb)],
             env=env,
             cwd=work,
             stdout=subprocess.DEVNULL,
@@ -153,7 +153,7 @@ def kill_writer_loop(
     present: set[str] = set()
     for shard in list_shards(store):
         table, bad = try_read_shard(store, shard.path, mode="record")
-        if bad is not None:
+        if table is None or bad is not None:
             report.corrupt += 1
         else:
             present |= set(table.column("episode_id").to_pylist())
