@@ -196,6 +196,19 @@ def secret_canaries_debug_sql_s3(ctx: Context) -> dict:
     )
 
 
+def damaged_policy_version(ctx: Context) -> dict:
+    from tests.reliability.integrity_probes import policy_damage_probe
+
+    report = policy_damage_probe(ctx.folder(), attempts=max(4, ctx.kills // 3))
+    return row(
+        "damaged_policy_version",
+        report.attempts,
+        corrupt=report.loaded_damaged,
+        crashed=report.unclear,
+        detail="; ".join(["byte flips in cached and stored files, a garbled heads.pt", *report.detail]),
+    )
+
+
 def _env(scenario: Callable[[], dict]) -> Callable[[Context], dict]:
     """A scenario of bench/faults_env.py (collectors, fake ADB, parser), which needs no store."""
 
@@ -214,6 +227,7 @@ SCENARIOS: list[Callable[[Context], dict]] = [
     _bad_shards_sql("local"),
     _bad_shards_sql("s3"),
     secret_canaries_debug_sql_s3,
+    damaged_policy_version,
     *(_env(scenario) for scenario in ENV_SCENARIOS),
 ]
 

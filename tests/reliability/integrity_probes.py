@@ -1,0 +1,70 @@
+"""Injectors of issue 20's integrity items, shared by tests/reliability and bench/faults.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def flip_byte(path: Path, from_end: int = 16) -> None:
+    """Invert one byte near the end of `path` (inside the data of a weights file, past its header)."""
+    data = bytearray(path.read_bytes())
+    data[len(data) - from_end] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+@dataclass
+class DamageReport:
+    attempts: int = 0
+    loaded_damaged: int = 0  # a damaged copy that loaded without a word
+    unclear: int = 0  # an error other than the named one, or one that suggests unsafe loading
+    detail: list[str] = field(default_factory=list)
+
+
+def policy_damage_probe(work: Path, attempts: int) -> DamageReport:
+    """Publish a tiny version, then per attempt: flip a byte of a cached file (must be fetched again
+    and load intact), of the stored artifact (must be refused naming the file), and garble heads.pt
+    (must be a clean `PolicyFileError`)."""
+    import shutil
+
+    from distrl_core.policy import Policy, PolicyConfig, PolicyFileError, load_policy, save_policy
+    from storage.policy_manifest import PolicyIntegrityError, file_digest
+    from storage.registry import PolicyRegistry, RegistrySettings
+
+    registry = PolicyRegistry(
+        RegistrySettings(tracking_uri=f"sqlite:///{work}/mlflow.db", cache_dir=str(work / "cache"))
+    )
+    saved = save_policy(Policy.create(PolicyConfig(device="cpu")), work / "saved")
+    version = registry.publish(saved, run_id=registry.start_run("learner"))
+    files = sorted(p.relative_to(saved).as_posix() for p in saved.rglob("*") if p.is_file())
+    files.remove("manifest.json")
+    report = DamageReport()
+    for i in range(attempts):
+        name = files[i % len(files)]
+        report.attempts += 1
+        flip_byte(registry.fetch(version).path / name, from_end=1 + i % 64)
+        fetched = registry.fetch(version)
+        report.loaded_damaged += file_digest(fetched.path / name) != file_digest(saved / name)
+        stored = next((work / "mlartifacts").rglob(name.rsplit("/", 1)[-1]))
+        original = stored.read_bytes()
+        flip_byte(stored, from_end=1 + i % 64)
+        shutil.rmtree(fetched.path)
+        report.attempts += 1
+        try:
+            registry.fetch(version)
+            report.loaded_damaged += 1
+        except PolicyIntegrityError as exc:
+            report.unclear += name not in str(exc) or f"version {version}" not in str(exc)
+        stored.write_bytes(original)
+    directory = registry.fetch(version).path
+    (directory / "heads.pt").write_bytes(b"\x80\x04garbage")
+    report.attempts += 1
+    try:
+        load_policy(directory)
+        report.loaded_damaged += 1
+    except PolicyFileError as exc:
+        report.unclear += "weights_only" in str(exc)
+    except Exception as exc:  # the traceback torch gives on its own
+        report.unclear += 1
+        report.detail.append(type(exc).__name__)
+    return report
