@@ -209,6 +209,23 @@ def damaged_policy_version(ctx: Context) -> dict:
     )
 
 
+def _damaged_snapshot(kind: str) -> Callable[[Context], dict]:
+    def scenario(ctx: Context) -> dict:
+        from tests.reliability.integrity_probes import snapshot_damage_probe
+
+        attempts, crashed, corrupt = snapshot_damage_probe(ctx.store(kind), rounds=max(1, ctx.kills // 10))
+        return row(
+            f"damaged_priority_snapshot_{kind}",
+            attempts,
+            corrupt=corrupt,
+            crashed=crashed,
+            detail="truncated, garbage, empty, missing column, non-numeric version, sampled_steps=1e15",
+        )
+
+    scenario.__name__ = f"damaged_priority_snapshot_{kind}"
+    return scenario
+
+
 def _env(scenario: Callable[[], dict]) -> Callable[[Context], dict]:
     """A scenario of bench/faults_env.py (collectors, fake ADB, parser), which needs no store."""
 
@@ -228,6 +245,8 @@ SCENARIOS: list[Callable[[Context], dict]] = [
     _bad_shards_sql("s3"),
     secret_canaries_debug_sql_s3,
     damaged_policy_version,
+    _damaged_snapshot("local"),
+    _damaged_snapshot("s3"),
     *(_env(scenario) for scenario in ENV_SCENARIOS),
 ]
 

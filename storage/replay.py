@@ -370,8 +370,13 @@ class Replay:
             return self.snapshot_path
 
     def _load_priority_snapshot(self) -> None:
-        snapshot = read_priority_snapshot(
-            self.store, self.snapshot_path, max_priority=self.max_priority, policy_version=self.policy_version
+        snapshot = read_priority_snapshot(  # a damaged snapshot is set aside (None), with a warning
+            self.store,
+            self.snapshot_path,
+            max_priority=self.max_priority,
+            policy_version=self.policy_version,
+            max_samples_per_insert=self.config.samples_per_insert,
+            error_buffer=self.config.error_buffer_steps,
         )
         if snapshot is None:
             return

@@ -68,3 +68,65 @@ def policy_damage_probe(work: Path, attempts: int) -> DamageReport:
         report.unclear += 1
         report.detail.append(type(exc).__name__)
     return report
+
+
+def damaged_snapshots(good: bytes) -> dict[str, bytes]:
+    """Damaged versions of a good priority snapshot, by kind (issue 20, item 8)."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(io.BytesIO(good))
+    meta = table.schema.metadata or {}
+
+    def parquet(t) -> bytes:
+        sink = io.BytesIO()
+        pq.write_table(t, sink)
+        return sink.getvalue()
+
+    return {
+        "truncated": good[: len(good) // 2],
+        "garbage": bytes(range(256)) * 8,
+        "empty": b"",
+        "missing_column": parquet(table.drop_columns(["priority"])),
+        "non_numeric_version": parquet(table.replace_schema_metadata(meta | {b"policy_version": b"v7"})),
+        "huge_sampled_steps": parquet(
+            table.replace_schema_metadata(meta | {b"sampled_steps": b"10" + b"0" * 15})
+        ),
+    }
+
+
+def snapshot_damage_probe(store, rounds: int = 1) -> tuple[int, int, int]:
+    """Per round and damage kind: checkpoint, damage, restart. Returns (attempts, crashed: a replay
+    that did not start or sample, corrupt: a damaged file left in place or restored from)."""
+    import numpy as np
+
+    from storage.replay import Replay
+    from storage.replay_config import ReplaySettings
+    from storage.store import atomic_put
+    from tests.reliability.conftest import fill
+
+    settings = ReplaySettings(min_size_steps=1, samples_per_insert=4.0, learner_id="probe")
+    fill(store, 12)
+    attempts = crashed = corrupt = 0
+    for _ in range(rounds):
+        first = Replay(store, settings)
+        first.ingest()
+        first.update_priorities(first.sample(4).slots, np.full(4, 9.0))
+        first.checkpoint()
+        first.close()
+        with store.fs.open(first.snapshot_path, "rb") as fh:
+            good = fh.read()
+        for payload in damaged_snapshots(good).values():
+            attempts += 1
+            atomic_put(store, first.snapshot_path, payload)
+            try:
+                replay = Replay(store, settings)
+                replay.ingest()
+                corrupt += store.fs.exists(first.snapshot_path) or replay.limiter.sampled != 0
+                replay.sample(4)
+                replay.close()
+            except Exception:
+                crashed += 1
+            atomic_put(store, first.snapshot_path, good)
+    return attempts, crashed, corrupt
