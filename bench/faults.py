@@ -226,6 +226,22 @@ def _damaged_snapshot(kind: str) -> Callable[[Context], dict]:
     return scenario
 
 
+def disk_full_store_local(ctx: Context) -> dict:
+    from tests.reliability.integrity_probes import SmallDisk, disk_full_probe
+
+    try:
+        disk = SmallDisk(ctx.folder() / "small")
+    except (PermissionError, FileNotFoundError) as exc:
+        return row("disk_full_store_local", 0, detail=f"skipped: {exc}")
+    try:
+        acked, lost, crashed = disk_full_probe(disk, episodes=max(8, ctx.kills * 4))
+    finally:
+        disk.unmount()
+    return row(
+        "disk_full_store_local", acked, lost=lost, crashed=crashed, detail="2 MiB tmpfs filled to ENOSPC"
+    )
+
+
 def _env(scenario: Callable[[], dict]) -> Callable[[Context], dict]:
     """A scenario of bench/faults_env.py (collectors, fake ADB, parser), which needs no store."""
 
@@ -247,6 +263,7 @@ SCENARIOS: list[Callable[[Context], dict]] = [
     damaged_policy_version,
     _damaged_snapshot("local"),
     _damaged_snapshot("s3"),
+    disk_full_store_local,
     *(_env(scenario) for scenario in ENV_SCENARIOS),
 ]
 

@@ -130,3 +130,77 @@ def snapshot_damage_probe(store, rounds: int = 1) -> tuple[int, int, int]:
                 crashed += 1
             atomic_put(store, first.snapshot_path, good)
     return attempts, crashed, corrupt
+
+
+class SmallDisk:
+    """A real 2 MiB tmpfs (needs root: `mount` fails otherwise and the caller skips) that can be
+    filled to ENOSPC and freed again."""
+
+    def __init__(self, where: Path, size: str = "2m") -> None:
+        import subprocess
+
+        self.path = where
+        where.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            raise PermissionError(
+                f"cannot mount a tmpfs at {where}: {done.stderr.strip() or done.returncode}"
+            )
+        self.filler = where / "filler"
+
+    def fill(self) -> None:
+        """Take every free byte (the next write fails with ENOSPC)."""
+        import errno
+
+        with open(self.filler, "ab", buffering=0) as fh:  # unbuffered: closing has nothing left to write
+            try:
+                while True:
+                    fh.write(b"\0" * 512)
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+
+    def free(self) -> None:
+        self.filler.unlink(missing_ok=True)
+
+    def unmount(self) -> None:
+        import subprocess
+
+        subprocess.run(["umount", "-l", str(self.path)], capture_output=True)
+
+
+def disk_full_probe(disk: SmallDisk, episodes: int) -> tuple[int, int, int]:
+    """A shard writer on a full tmpfs: `episodes` handed over, then space freed and the buffer
+    flushed. Returns (acknowledged, lost, crashed: add_episode calls that raised)."""
+    import numpy as np
+
+    from storage.catalog import list_shards, read_shard
+    from storage.shards import ShardWriter, ShardWriterConfig
+    from storage.store import open_store
+    from storage.synthetic import synthetic_episode
+
+    store = open_store(str(disk.path / "store"))
+    config = ShardWriterConfig(
+        pool="p", collector_id="c0", flush_episodes=4, flush_seconds=0, retry_seconds=0
+    )
+    writer = ShardWriter(store, config)
+    rng = np.random.default_rng(0)
+    acked, crashed = [], 0
+    disk.fill()
+    for _ in range(episodes):
+        episode = synthetic_episode(rng)
+        try:
+            writer.add_episode(episode)
+            acked.append(episode.column("episode_id")[0].as_py())
+        except Exception:
+            crashed += 1
+    disk.free()
+    writer.close()
+    stored = set()
+    for shard in list_shards(store):
+        stored |= set(read_shard(store, shard.path).column("episode_id").to_pylist())
+    return len(acked), len(set(acked) - stored), crashed
