@@ -242,6 +242,19 @@ def disk_full_store_local(ctx: Context) -> dict:
     )
 
 
+def sigterm_train_local(ctx: Context) -> dict:
+    from tests.reliability.integrity_probes import sigterm_probe
+
+    code, running, shards = sigterm_probe(ctx.folder())
+    return row(
+        "sigterm_train_local",
+        1,
+        lost=running,
+        crashed=int(code != 143),
+        detail=f"exit code {code}; {running} MLflow runs left RUNNING; {shards} shards stored",
+    )
+
+
 def _env(scenario: Callable[[], dict]) -> Callable[[Context], dict]:
     """A scenario of bench/faults_env.py (collectors, fake ADB, parser), which needs no store."""
 
@@ -264,6 +277,7 @@ SCENARIOS: list[Callable[[Context], dict]] = [
     _damaged_snapshot("local"),
     _damaged_snapshot("s3"),
     disk_full_store_local,
+    sigterm_train_local,
     *(_env(scenario) for scenario in ENV_SCENARIOS),
 ]
 

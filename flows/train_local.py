@@ -39,7 +39,7 @@ from tasks.learner import (
     train_block,
 )
 from tasks.progress import ProgressMonitor
-from tasks.stop import StopToken
+from tasks.stop import StopToken, signalled
 from tasks.warm_start import policy_config_for, warm_start_policy
 
 log = logging.getLogger(__name__)
@@ -149,7 +149,8 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
     finally:
         run.close()
     final = registry.resolve("latest") or warm  # there is one: the warm start at least
-    report = evaluate_version(final, family=params.family) if params.evaluate else None
+    # Stopped by SIGTERM or Ctrl-C: exit within seconds, not after an evaluation.
+    report = evaluate_version(final, family=params.family) if params.evaluate and not signalled() else None
     if report is not None:
         report["promoted"] = record_evaluation(report)
     return {

@@ -31,13 +31,17 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from storage.policy_manifest import MANIFEST, PolicyIntegrityError, manifest_problem, write_manifest
+from storage.run_owners import fail_orphaned_runs, owner_tags
 
 log = logging.getLogger(__name__)
 
 LATEST = "latest"
 CHAMPION = "champion"
 MANIFEST_TAG = "manifest_sha256"
-_warned_legacy: set[tuple[str, int]] = set()  # versions without a manifest, warned about once each
+_warned_legacy: set[tuple[str, int]] = set()
+_swept: set[tuple[str, str]] = (
+    set()
+)  # (tracking URI, experiment) whose orphaned runs this process closed  # versions without a manifest, warned about once each
 
 
 class RegistrySettings(BaseSettings):
@@ -97,8 +101,17 @@ class PolicyRegistry:
                 raise
             return found.experiment_id
 
-    def start_run(self, run_name: str, tags: dict[str, str] | None = None) -> str:
-        run = self.client.create_run(self.experiment_id(), run_name=run_name, tags=tags or {})
+    def start_run(self, run_name: str, tags: dict[str, str] | None = None, *, owned: bool = True) -> str:
+        """A new run tagged with its owner process (unless `owned` is False: a run that many processes
+        append to, such as the learning curve); the first start in a process closes runs that dead
+        processes of this host left RUNNING (`storage.run_owners`)."""
+        experiment = self.experiment_id()
+        if (self.settings.tracking_uri, experiment) not in _swept:
+            _swept.add((self.settings.tracking_uri, experiment))
+            fail_orphaned_runs(self.client, experiment)
+        run = self.client.create_run(
+            experiment, run_name=run_name, tags=(tags or {}) | (owner_tags() if owned else {})
+        )
         return run.info.run_id
 
     # ----- publish ------------------------------------------------------------------------------

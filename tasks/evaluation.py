@@ -184,6 +184,7 @@ def _curve_run(registry: PolicyRegistry, protocol: str) -> str:
         f"held-out learning curve ({protocol})",
         tags={"role": CURVE_ROLE, "model": registry.name, "protocol": protocol},
         params={"model": registry.name, "protocol": protocol, "x_axis": "policy version (metric step)"},
+        owned=False,  # every evaluation appends to it: it stays RUNNING by design, whoever created it
     )
 
 

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def flip_byte(path: Path, from_end: int = 16) -> None:
@@ -204,3 +210,57 @@ def disk_full_probe(disk: SmallDisk, episodes: int) -> tuple[int, int, int]:
     for shard in list_shards(store):
         stored |= set(read_shard(store, shard.path).column("episode_id").to_pylist())
     return len(acked), len(set(acked) - stored), crashed
+
+
+def start_train_local(home: Path) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    for key in [k for k in env if k.startswith(("DISTRL_", "PREFECT_", "MLFLOW_"))]:
+        del env[key]
+    argv = [sys.executable, "-m", "flows.cli", "-v", "train-local", "--home", str(home)]
+    argv += ["--minutes", "3", "--collectors", "1", "--warm-start-updates", "0"]
+    log = open(home.parent / "train-local.log", "wb")  # noqa: SIM115  (the child writes it)
+    return subprocess.Popen(argv, cwd=home.parent, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def wait_for(check, what: str, proc: subprocess.Popen, bound_s: float = 400) -> None:
+    deadline = time.monotonic() + bound_s
+    while not check():
+        assert proc.poll() is None, f"train-local exited ({proc.returncode}) before {what}"
+        assert time.monotonic() < deadline, f"no {what} within {bound_s:.0f} s"
+        time.sleep(1)
+
+
+def stored_shards(home: Path) -> list[Path]:
+    return list((home / "store").rglob("*.parquet"))
+
+
+def process_runs(home: Path) -> list:
+    """The runs of processes (not the learning curve, which every evaluation appends to)."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("distrl")
+    runs = client.search_runs([experiment.experiment_id]) if experiment else []
+    return [r for r in runs if r.data.tags.get("role") != "learning_curve"]
+
+
+def train_local_log(home: Path) -> str:
+    return (home.parent / "train-local.log").read_text(errors="replace")[-3000:]
+
+
+def sigterm_probe(work: Path) -> tuple[int, int, int]:
+    """`distrl train-local` stopped by SIGTERM once it has written a shard. Returns (exit code,
+    runs left RUNNING, shards stored)."""
+    import signal
+
+    home = work / "home"
+    proc = start_train_local(home)
+    try:
+        wait_for(lambda: len(stored_shards(home)) > 0, "shard", proc)
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    running = sum(r.info.status == "RUNNING" for r in process_runs(home))
+    return code, running, len(stored_shards(home))
