@@ -198,6 +198,65 @@ def secret_canaries_debug_sql_s3(ctx: Context) -> dict:
     )
 
 
+def damaged_policy_version(ctx: Context) -> dict:
+    from tests.reliability.integrity_probes import policy_damage_probe
+
+    report = policy_damage_probe(ctx.folder(), attempts=max(4, ctx.kills // 3))
+    return row(
+        "damaged_policy_version",
+        report.attempts,
+        corrupt=report.loaded_damaged,
+        crashed=report.unclear,
+        detail="; ".join(["byte flips in cached and stored files, a garbled heads.pt", *report.detail]),
+    )
+
+
+def _damaged_snapshot(kind: str) -> Callable[[Context], dict]:
+    def scenario(ctx: Context) -> dict:
+        from tests.reliability.integrity_probes import snapshot_damage_probe
+
+        attempts, crashed, corrupt = snapshot_damage_probe(ctx.store(kind), rounds=max(1, ctx.kills // 10))
+        return row(
+            f"damaged_priority_snapshot_{kind}",
+            attempts,
+            corrupt=corrupt,
+            crashed=crashed,
+            detail="truncated, garbage, empty, missing column, non-numeric version, sampled_steps=1e15",
+        )
+
+    scenario.__name__ = f"damaged_priority_snapshot_{kind}"
+    return scenario
+
+
+def disk_full_store_local(ctx: Context) -> dict:
+    from tests.reliability.integrity_probes import SmallDisk, disk_full_probe
+
+    try:
+        disk = SmallDisk(ctx.folder() / "small")
+    except (PermissionError, FileNotFoundError) as exc:
+        return row("disk_full_store_local", 0, detail=f"skipped: {exc}")
+    try:
+        acked, lost, crashed = disk_full_probe(disk, episodes=max(8, ctx.kills * 4))
+    finally:
+        disk.unmount()
+    return row(
+        "disk_full_store_local", acked, lost=lost, crashed=crashed, detail="2 MiB tmpfs filled to ENOSPC"
+    )
+
+
+def sigterm_train_local(ctx: Context) -> dict:
+    from tests.reliability.integrity_probes import sigterm_probe
+
+    code, running, shards = sigterm_probe(ctx.folder())
+    return row(
+        "sigterm_train_local",
+        1,
+        lost=running,
+        crashed=int(code != 143),
+        detail=f"exit code {code}; {running} MLflow runs left RUNNING; {shards} shards stored",
+    )
+
+
 def _env(scenario: Callable[[], dict]) -> Callable[[Context], dict]:
     """A scenario of bench/faults_env.py (collectors, fake ADB, parser), which needs no store."""
 
@@ -216,6 +275,11 @@ SCENARIOS: list[Callable[[Context], dict]] = [
     _bad_shards_sql("local"),
     _bad_shards_sql("s3"),
     secret_canaries_debug_sql_s3,
+    damaged_policy_version,
+    _damaged_snapshot("local"),
+    _damaged_snapshot("s3"),
+    disk_full_store_local,
+    sigterm_train_local,
     *(_env(scenario) for scenario in ENV_SCENARIOS),
 ]
 

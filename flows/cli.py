@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -317,9 +318,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     for warning in unknown_env_warnings(os.environ):
         print(f"warning: {warning}", file=sys.stderr)
+    from tasks.stop import install_stop_signals, signalled
+
+    install_stop_signals()
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        return 128 + stop_signal if (stop_signal := signalled()) else code
+    except KeyboardInterrupt:
+        print(f"stopped by {signal.Signals(signalled() or signal.SIGINT).name}", file=sys.stderr)
+        return 128 + (signalled() or signal.SIGINT)
     except Exception as exc:
+        if (stop_signal := signalled()) is not None:  # the failure of a run stopped by a signal
+            print(f"stopped by {signal.Signals(stop_signal).name} ({type(exc).__name__})", file=sys.stderr)
+            return 128 + stop_signal
         message = user_error_message(exc)
         if message is None:
             raise

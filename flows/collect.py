@@ -14,6 +14,7 @@ from prefect import flow, get_run_logger
 
 from distrl_core.policy.defaults import configure_threads
 from tasks.collector import (
+    FINAL_FLUSH_WAIT_S,
     CollectorParams,
     close_collector,
     collect_episodes,
@@ -108,7 +109,7 @@ def collect(params: CollectorParams | None = None, stop_token: str | None = None
             totals = collect_episodes(session, batches, stop_token)
             seconds_per_batch = totals["seconds"] / max(1.0, totals["batches"])
             progress.update(session.episodes)
-        flush_shard(session)
+        flush_shard(session, wait_s=FINAL_FLUSH_WAIT_S)  # acknowledged episodes reach the store
         progress.update(session.episodes, done=True)
     finally:
         if run is not None:

@@ -7,7 +7,9 @@ Variables the user already set win, so the same commands point at S3 or a server
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
+from typing import Any
 
 
 def configure_embedded(root: str | Path = ".distrl", *, quiet: bool = False) -> Path:
@@ -34,4 +36,30 @@ def configure_embedded(root: str | Path = ".distrl", *, quiet: bool = False) -> 
         defaults["PREFECT_LOGGING_LEVEL"] = "WARNING"
     for key, value in defaults.items():
         os.environ.setdefault(key, value)
+    _tie_prefect_server_to_this_process()
     return root
+
+
+class _ServerSubprocess:
+    """The `subprocess` module as Prefect's server module sees it: its ephemeral API server starts in
+    a session of its own (a signal to our process group, from `timeout` or Ctrl-C, reaches us, and
+    we stop in order while the server still answers) and dies with this process, even on kill -9."""
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(subprocess, name)
+
+    @staticmethod
+    def Popen(*args: Any, **kwargs: Any) -> subprocess.Popen:
+        from flows.processes import die_with_parent
+
+        kwargs.setdefault("start_new_session", True)
+        kwargs.setdefault("preexec_fn", die_with_parent)
+        return subprocess.Popen(*args, **kwargs)
+
+
+def _tie_prefect_server_to_this_process() -> None:
+    if os.name != "posix":
+        return
+    import prefect.server.api.server as server_module
+
+    server_module.subprocess = _ServerSubprocess()  # type: ignore[assignment]

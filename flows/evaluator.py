@@ -22,7 +22,7 @@ from storage.registry import PolicyRegistry
 from tasks import evaluator as ev
 from tasks.evaluation import evaluate_version, record_evaluation
 from tasks.retry import with_retries
-from tasks.stop import should_stop
+from tasks.stop import should_stop, signalled
 
 
 class EvaluatorSummary(TypedDict):
@@ -69,7 +69,7 @@ def evaluator(params: ev.EvaluatorParams | None = None, stop_token: str | None =
     }
     started_runs: set[str] = set()
     deadline = None if params.max_minutes is None else time.monotonic() + 60 * params.max_minutes
-    while True:
+    while not signalled():  # SIGTERM / Ctrl-C: stop now, without a last evaluation
         stopping = should_stop(stop_token, deadline)
         tags = with_retries(lambda: ev.version_tags(registry), "reading versions")
         version, skipped = ev.choose_next(sorted(tags), newest)

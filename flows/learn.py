@@ -129,6 +129,8 @@ def _train_until_stopped(session: LearnerSession, stop_token: str | None) -> lis
                 published.append(publish_policy(session))
                 checkpoint_replay(session)
                 since_publish = 0
+            elif session.replay.checkpoint_pending:  # the store was full or down: retry once per block
+                checkpoint_replay(session)
             if not metrics.get("waiting"):
                 continue
         idle_log.waiting(session, waiting)

@@ -8,6 +8,7 @@ group would leave its flow runs behind: `stop_tree` collects every descendant fi
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import socket
@@ -65,8 +66,27 @@ def start(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C in the terminal reaches us only; we stop children in order
+            preexec_fn=die_with_parent,
         )
     return Managed(name, list(argv), log_path, popen)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """`preexec_fn` of a child server: the kernel sends it SIGTERM when its parent dies, even by
+    kill -9 (Linux; elsewhere a no-op), so no server outlives the process that needs it.
+
+    Runs in the child between fork and exec: no locks, no logging."""
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def wait_until(

@@ -42,7 +42,7 @@ from tasks.learner import (
     train_block,
 )
 from tasks.progress import ProgressMonitor
-from tasks.stop import StopToken
+from tasks.stop import StopToken, signalled
 from tasks.warm_start import policy_config_for, warm_start_policy
 
 log = logging.getLogger(__name__)
@@ -164,7 +164,8 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
         evaluated = scores.finish() if scores is not None else None
         run.close()
     final = registry.resolve("latest") or warm  # there is one: the warm start at least
-    report = _final_report(final, baseline, evaluated, protocol)
+    # Stopped by SIGTERM or Ctrl-C: exit within seconds, not after an evaluation.
+    report = None if signalled() else _final_report(final, baseline, evaluated, protocol)
     return {
         "mode": "sync" if params.sync else "async",
         "seconds": time.monotonic() - started,

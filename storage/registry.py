@@ -5,6 +5,13 @@ it is logged as an artifact folder `policy-<id>` of an MLflow run and registered
 `create_model_version(source=<run artifacts>/policy-<id>)` (MLflow 3's `register_model` rejects plain
 artifact folders). Tags carry the learner step, samples seen, replay size and run id.
 
+Integrity: publishing writes the version's `manifest.json` (the sha256 of every file, see
+`storage.policy_manifest`) and records the manifest's own sha256 as the tag `manifest_sha256`.
+Every fetch checks the local copy, cached or fresh, against both; a copy that fails is fetched once
+more, and a second failure is a `PolicyIntegrityError` naming the version and the file. A version
+published before manifests existed (neither the tag nor the file) is loaded with a one-time warning:
+refusing it would strand every registry that predates the check.
+
 Aliases: MLflow reserves `latest` and resolves it to the highest version, which is exactly what
 the learner publishes last, so `latest` needs no alias of its own; `champion` (moved by
 evaluation) and any other name are real registry aliases.
@@ -23,10 +30,18 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from storage.policy_manifest import MANIFEST, PolicyIntegrityError, manifest_problem, write_manifest
+from storage.run_owners import fail_orphaned_runs, owner_tags
+
 log = logging.getLogger(__name__)
 
 LATEST = "latest"
 CHAMPION = "champion"
+MANIFEST_TAG = "manifest_sha256"
+_warned_legacy: set[tuple[str, int]] = set()
+_swept: set[tuple[str, str]] = (
+    set()
+)  # (tracking URI, experiment) whose orphaned runs this process closed  # versions without a manifest, warned about once each
 
 
 class RegistrySettings(BaseSettings):
@@ -86,8 +101,17 @@ class PolicyRegistry:
                 raise
             return found.experiment_id
 
-    def start_run(self, run_name: str, tags: dict[str, str] | None = None) -> str:
-        run = self.client.create_run(self.experiment_id(), run_name=run_name, tags=tags or {})
+    def start_run(self, run_name: str, tags: dict[str, str] | None = None, *, owned: bool = True) -> str:
+        """A new run tagged with its owner process (unless `owned` is False: a run that many processes
+        append to, such as the learning curve); the first start in a process closes runs that dead
+        processes of this host left RUNNING (`storage.run_owners`)."""
+        experiment = self.experiment_id()
+        if (self.settings.tracking_uri, experiment) not in _swept:
+            _swept.add((self.settings.tracking_uri, experiment))
+            fail_orphaned_runs(self.client, experiment)
+        run = self.client.create_run(
+            experiment, run_name=run_name, tags=(tags or {}) | (owner_tags() if owned else {})
+        )
         return run.info.run_id
 
     # ----- publish ------------------------------------------------------------------------------
@@ -96,12 +120,14 @@ class PolicyRegistry:
         version_dir = Path(version_dir)
         if not version_dir.is_dir() or not any(version_dir.iterdir()):
             raise ValueError(f"publish: {version_dir} is not a non-empty policy version directory")
+        # Rewritten at every publish: a reused directory's old manifest would not match its new files.
+        digest = write_manifest(version_dir)
         # One artifact folder per publish: a learner run publishes many versions.
         folder = f"policy-{uuid.uuid4().hex[:12]}"
         self.client.log_artifacts(run_id, str(version_dir), folder)
         self._ensure_model()
         artifact_uri = self.client.get_run(run_id).info.artifact_uri
-        str_tags = {k: str(v) for k, v in (tags or {}).items()} | {"run_id": run_id}
+        str_tags = {k: str(v) for k, v in (tags or {}).items()} | {"run_id": run_id, MANIFEST_TAG: digest}
         mv = self.client.create_model_version(
             self.name, source=f"{artifact_uri}/{folder}", run_id=run_id, tags=str_tags
         )
@@ -145,33 +171,71 @@ class PolicyRegistry:
         return dict(self.client.get_model_version(self.name, str(version)).tags)
 
     def fetch(self, ref: str | int) -> PolicyVersion:
-        """Download a version once into the cache (atomically) and return its local directory."""
-        import mlflow
-
+        """Download a version once into the cache (atomically), check its files against the manifest
+        recorded at publish time, and return its local directory. A copy that fails the check is
+        fetched again once; a second failure raises `PolicyIntegrityError`."""
         version = self.resolve(ref)
         if version is None:
             raise LookupError(
                 f"no version of '{self.name}' for {ref!r} in {self.settings.tracking_uri}; "
                 "publish one first (the learner does) or check DISTRL_MLFLOW_TRACKING_URI"
             )
+        tags = self.tags(version)
         target = self.cache / self.name / str(version)
-        if not target.exists():
-            tmp = self.cache / self.name / f".tmp-{version}-{uuid.uuid4().hex[:8]}"
-            tmp.mkdir(parents=True)
-            try:
-                uri = self.client.get_model_version_download_uri(self.name, str(version))
-                local = mlflow.artifacts.download_artifacts(
-                    artifact_uri=uri, dst_path=str(tmp), tracking_uri=self.settings.tracking_uri
+        for attempt in (1, 2):
+            if not target.exists():
+                self._download(version, target)
+            problem = manifest_problem(target, tags.get(MANIFEST_TAG))
+            if problem is None:
+                break
+            if attempt == 2:
+                self._discard(target)  # nothing damaged stays in the cache for the next load
+                raise PolicyIntegrityError(
+                    f"policy version {version} of '{self.name}': {problem}, in a fresh download too; the "
+                    "stored artifact is damaged. Publish a new version (or point the alias at an intact one)."
                 )
-                Path(local).rename(target) if Path(local) != tmp else tmp.rename(target)
-            except OSError as exc:
-                # Another collector thread fetched it first: renaming a directory onto a full one
-                # fails with ENOTEMPTY on Linux (EEXIST elsewhere); its copy is the same version.
-                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not target.is_dir():
-                    raise
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-        return PolicyVersion(version=version, path=target, tags=self.tags(version))
+            log.warning(
+                "policy version %d of '%s': %s in the local copy %s; fetching it again",
+                version, self.name, problem, target,
+            )  # fmt: skip
+            self._discard(target)
+        legacy = MANIFEST_TAG not in tags and not (target / MANIFEST).exists()
+        if legacy and (self.name, version) not in _warned_legacy:
+            _warned_legacy.add((self.name, version))
+            log.warning(
+                "policy version %d of '%s' was published without a manifest (before integrity checks): "
+                "its files are loaded unchecked; publish a new version to have them checked",
+                version, self.name,
+            )  # fmt: skip
+        return PolicyVersion(version=version, path=target, tags=tags)
+
+    def _download(self, version: int, target: Path) -> None:
+        import mlflow
+
+        tmp = self.cache / self.name / f".tmp-{version}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir(parents=True)
+        try:
+            uri = self.client.get_model_version_download_uri(self.name, str(version))
+            local = mlflow.artifacts.download_artifacts(
+                artifact_uri=uri, dst_path=str(tmp), tracking_uri=self.settings.tracking_uri
+            )
+            Path(local).rename(target) if Path(local) != tmp else tmp.rename(target)
+        except OSError as exc:
+            # Another collector thread fetched it first: renaming a directory onto a full one
+            # fails with ENOTEMPTY on Linux (EEXIST elsewhere); its copy is the same version.
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not target.is_dir():
+                raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _discard(self, target: Path) -> None:
+        # Renamed away first, so that a concurrent fetch sees either the damaged copy or none.
+        aside = target.with_name(f".bad-{target.name}-{uuid.uuid4().hex[:8]}")
+        try:
+            target.rename(aside)
+        except FileNotFoundError:  # another thread discarded it already
+            return
+        shutil.rmtree(aside, ignore_errors=True)
 
     def versions(self) -> list[int]:
         found = self.client.search_model_versions(f"name = '{_quote(self.name)}'")

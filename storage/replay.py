@@ -25,7 +25,7 @@ from storage.rate_limiter import ReplayNotReady, SampleToInsertRatio
 from storage.replay_config import ReplaySettings
 from storage.replay_snapshot import read_priority_snapshot, write_priority_snapshot
 from storage.schema import STEP_SCHEMA
-from storage.store import REPLAY_STATE_DIR, Store
+from storage.store import REPLAY_STATE_DIR, Store, redact
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,7 @@ class Replay:
         sql.prepare(self.con)
         self._rng = np.random.default_rng()
         self._updates_since_checkpoint = 0
+        self.checkpoint_pending = False  # the last checkpoint failed; the learner retries it
         self._restored: dict[str, float] = {}
         if self._meta.get("next_slot", 0) == 0:
             self._load_priority_snapshot()
@@ -340,7 +341,7 @@ class Replay:
             self.max_priority = max(self.max_priority, float(priorities[keep].max()))
             self._updates_since_checkpoint += 1
             if self._updates_since_checkpoint >= self.config.checkpoint_every_updates:
-                self.checkpoint()
+                self.try_checkpoint()
 
     def priorities_of(self, episode_ids: list[str]) -> dict[str, float]:
         """Current raw priority of the given trajectories (those still in the replay)."""
@@ -369,9 +370,29 @@ class Replay:
             self._updates_since_checkpoint = 0
             return self.snapshot_path
 
+    def try_checkpoint(self) -> bool:
+        """`checkpoint`, except that a store that cannot take it (a full disk, an outage) costs one
+        warning line, not the learner: training goes on and `checkpoint_pending` asks for a retry."""
+        try:
+            self.checkpoint()
+        except OSError as exc:
+            self.checkpoint_pending, self._updates_since_checkpoint = True, 0
+            log.warning(
+                "could not checkpoint priorities to %s (%s); training goes on, the checkpoint is retried",
+                self.store.url(self.snapshot_path), redact(f"{type(exc).__name__}: {exc}"),
+            )  # fmt: skip
+            return False
+        self.checkpoint_pending = False
+        return True
+
     def _load_priority_snapshot(self) -> None:
-        snapshot = read_priority_snapshot(
-            self.store, self.snapshot_path, max_priority=self.max_priority, policy_version=self.policy_version
+        snapshot = read_priority_snapshot(  # a damaged snapshot is set aside (None), with a warning
+            self.store,
+            self.snapshot_path,
+            max_priority=self.max_priority,
+            policy_version=self.policy_version,
+            max_samples_per_insert=self.config.samples_per_insert,
+            error_buffer=self.config.error_buffer_steps,
         )
         if snapshot is None:
             return

@@ -3,7 +3,9 @@
 One parquet file per learner: every trajectory's raw priority by episode id, with the counters a
 restart must keep (largest priority, policy version, steps inserted and sampled) in its schema
 metadata. A snapshot is a file anyone can write to, so reading it drops priorities the sampler
-cannot use.
+cannot use, and a snapshot that cannot be trusted as a whole (unreadable, a column missing or of
+the wrong type, a counter that is not a number or is impossible) raises `SnapshotDamaged`; the
+replay then sets the file aside and starts from the shards' initial priorities.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import io
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +23,17 @@ from storage.store import Store, atomic_put
 
 log = logging.getLogger("storage.replay")  # the replay's own log: these records are about its state
 
-__all__ = ["RestoredPriorities", "read_priority_snapshot", "write_priority_snapshot"]
+__all__ = [
+    "RestoredPriorities",
+    "SnapshotDamaged",
+    "read_priority_snapshot",
+    "set_aside",
+    "write_priority_snapshot",
+]
+
+
+class SnapshotDamaged(ValueError):
+    """The priority snapshot cannot be used; the message says what is wrong with it."""
 
 
 @dataclass(frozen=True)
@@ -58,34 +71,104 @@ def write_priority_snapshot(
 
 
 def read_priority_snapshot(
-    store: Store, path: str, *, max_priority: float, policy_version: int
+    store: Store,
+    path: str,
+    *,
+    max_priority: float,
+    policy_version: int,
+    max_samples_per_insert: float | None = None,
+    error_buffer: float = 0.0,
 ) -> RestoredPriorities | None:
-    """The snapshot at `path` (None if there is none); `max_priority` and `policy_version` are the
-    values to keep where the snapshot has none."""
+    """The snapshot at `path` (None if there is none, or if it is damaged: then it is set aside with
+    a warning naming it); `max_priority` and `policy_version` are the values to keep where the
+    snapshot has none. With `max_samples_per_insert`, a snapshot claiming more sampled steps than the
+    ratio allows for its inserted steps is damaged: restoring it would block sampling until that many
+    steps were inserted again."""
     if not store.fs.exists(path):
         return None
-    with store.fs.open(path, "rb") as fh:
-        table = pq.read_table(fh)
+    try:
+        return _read(store, path, max_priority, policy_version, max_samples_per_insert, error_buffer)
+    except SnapshotDamaged as exc:
+        set_aside(store, path, str(exc))
+        return None
+
+
+def _read(
+    store: Store,
+    path: str,
+    max_priority: float,
+    policy_version: int,
+    max_samples_per_insert: float | None,
+    error_buffer: float,
+) -> RestoredPriorities:
+    try:
+        with store.fs.open(path, "rb") as fh:
+            table = pq.read_table(fh)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise SnapshotDamaged(f"not a readable Parquet file ({type(exc).__name__}: {exc})") from None
+    for name, ok in (("episode_id", pa.types.is_string), ("priority", _is_number)):
+        if name not in table.column_names:
+            raise SnapshotDamaged(f"column {name!r} is missing")
+        if not ok(table.schema.field(name).type):
+            raise SnapshotDamaged(f"column {name!r} has type {table.schema.field(name).type}")
     meta = table.schema.metadata or {}
+    inserted = _counter(meta, b"inserted_steps", 0)
+    sampled = _counter(meta, b"sampled_steps", 0)
+    version = _counter(meta, b"policy_version", policy_version)
+    if max_samples_per_insert is not None and sampled > max_samples_per_insert * inserted + error_buffer:
+        raise SnapshotDamaged(
+            f"sampled_steps={sampled} is more than samples_per_insert={max_samples_per_insert:g} allows for "
+            f"its inserted_steps={inserted} (+ {error_buffer:g})"
+        )
     restored = zip(table.column("episode_id").to_pylist(), table.column("priority").to_pylist(), strict=True)
     # A NaN, inf or non-positive priority must not reach the sampler (it would make every
     # probability NaN); those trajectories start afresh.
-    priorities = {e: p for e, p in restored if p is not None and _valid_priority(p)}
+    priorities = {e: float(p) for e, p in restored if e is not None and p is not None and _valid_priority(p)}
     if len(priorities) < table.num_rows:
         log.warning(
             "ignored %d non-finite or non-positive priorities in %s",
             table.num_rows - len(priorities),
             store.url(path),
         )
-    saved_max = float(meta.get(b"max_priority", max_priority))
+    try:
+        saved_max = float(meta.get(b"max_priority", max_priority))
+    except ValueError:
+        raise SnapshotDamaged(f"max_priority={meta[b'max_priority']!r} is not a number") from None
     if not _valid_priority(saved_max):
         saved_max = max(priorities.values(), default=max_priority)
     return RestoredPriorities(
-        priorities=priorities,
-        max_priority=saved_max,
-        policy_version=int(meta.get(b"policy_version", policy_version)),
-        sampled_steps=int(meta.get(b"sampled_steps", 0)),
+        priorities=priorities, max_priority=saved_max, policy_version=version, sampled_steps=sampled
     )
+
+
+def set_aside(store: Store, path: str, reason: str) -> str:
+    """Rename a damaged snapshot to `<name>.bad-<UTC timestamp>` (kept for a person to look at, out of
+    the next start's way) and say so; returns the new path."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    aside = f"{path}.bad-{stamp}"
+    store.fs.mv(path, aside)
+    log.warning(
+        "priority snapshot %s is damaged (%s): set aside as %s; starting from the shards' initial priorities",
+        store.url(path), reason, store.url(aside),
+    )  # fmt: skip
+    return aside
+
+
+def _is_number(kind: pa.DataType) -> bool:
+    return pa.types.is_floating(kind) or pa.types.is_integer(kind)
+
+
+def _counter(meta: dict[bytes, bytes], key: bytes, default: int) -> int:
+    raw = meta.get(key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SnapshotDamaged(f"{key.decode()}={raw[:40]!r} is not a whole number") from None
+    if value < 0:
+        raise SnapshotDamaged(f"{key.decode()}={value} is negative")
+    return value
 
 
 def _valid_priority(value: float) -> bool:

@@ -6,10 +6,16 @@ does not sit on data) or on `close()`. An episode is never split across shards. 
 visible only once complete: locally it is written to a hidden temp file, fsynced and renamed (a
 killed writer's temp is swept by the next writer, see `storage.store.sweep_stale_temps`), on S3 it
 is a single PUT. A flush that fails after its retries keeps the buffer and raises `ShardFlushError`.
+
+An episode handed over is acknowledged: a flush that `add_episode` or the timer starts and that
+fails (a full disk, an unreachable store) keeps the buffer, says so in one warning line, and is
+tried again no sooner than `retry_seconds` later. A full disk (ENOSPC, EDQUOT) is not retried
+within a flush: space does not come back in milliseconds.
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import logging
 import random
@@ -27,6 +33,7 @@ from storage.store import Store, atomic_put, redact, sweep_stale_temps
 
 log = logging.getLogger(__name__)
 
+_FULL = {errno.ENOSPC, errno.EDQUOT}  # the store's disk or quota is full
 _SAFE_ID = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
 
 
@@ -52,6 +59,8 @@ class ShardWriterConfig:
     """First retry delay; doubles per attempt, with jitter."""
     compression: str = "zstd"
     """Parquet compression codec."""
+    retry_seconds: float = 5.0
+    """After a failed automatic flush, wait this long before `add_episode` tries again."""
 
     def __post_init__(self) -> None:
         for name in ("pool", "collector_id"):
@@ -63,8 +72,10 @@ class ShardWriterConfig:
                 )
         if self.flush_episodes < 1:
             raise ValueError("ShardWriterConfig.flush_episodes must be >= 1")
-        if self.flush_seconds < 0 or self.max_attempts < 1 or self.backoff_s < 0:
-            raise ValueError("ShardWriterConfig: flush_seconds, backoff_s >= 0 and max_attempts >= 1")
+        if self.flush_seconds < 0 or self.max_attempts < 1 or self.backoff_s < 0 or self.retry_seconds < 0:
+            raise ValueError(
+                "ShardWriterConfig: flush_seconds, backoff_s, retry_seconds >= 0 and max_attempts >= 1"
+            )
 
 
 def shard_dir(store: Store, pool: str, day: str) -> str:
@@ -85,6 +96,7 @@ class ShardWriter:
         self._stop = threading.Event()
         self.written: list[str] = []
         self.last_error: str | None = None
+        self._retry_after = 0.0  # monotonic time before which add_episode does not flush again
         self._timer: threading.Thread | None = None
         try:  # leftovers of writers killed mid-flush (never a live one's: see sweep_stale_temps)
             sweep_stale_temps(store)
@@ -101,7 +113,8 @@ class ShardWriter:
             return len(self._buffer)
 
     def add_episode(self, steps: pa.Table) -> str | None:
-        """Buffer one whole episode (all its steps); returns the shard path if this triggered a flush."""
+        """Buffer one whole episode (all its steps); returns the shard path if this triggered a flush.
+        A failed flush does not raise: the episode is buffered (acknowledged) and retried later."""
         if self._closed:
             raise RuntimeError("ShardWriter is closed; create a new writer")
         steps = conform(steps)
@@ -113,9 +126,18 @@ class ShardWriter:
             self._buffer.append(steps)
             if self._buffered_since is None:
                 self._buffered_since = time.monotonic()
-            if len(self._buffer) >= self.config.flush_episodes:
-                return self.flush()
+            if len(self._buffer) >= self.config.flush_episodes and time.monotonic() >= self._retry_after:
+                return self._flush_or_keep("flush")
         return None
+
+    def _flush_or_keep(self, what: str) -> str | None:
+        try:
+            return self.flush()
+        except ShardFlushError as exc:
+            self.last_error = str(exc)
+            self._retry_after = time.monotonic() + self.config.retry_seconds
+            log.warning("%s failed, retrying in %gs: %s", what, self.config.retry_seconds, exc)
+            return None
 
     def flush(self) -> str | None:
         """Write everything buffered as one shard; keeps the buffer and raises if every attempt fails."""
@@ -159,15 +181,10 @@ class ShardWriter:
                     self._buffered_since is not None
                     and time.monotonic() - self._buffered_since >= self.config.flush_seconds
                 )
-                if not due:
+                if not due or time.monotonic() < self._retry_after:
                     continue
-                try:
-                    self.flush()
-                except ShardFlushError as exc:
-                    # The buffer is intact; the next tick or close() retries it.
-                    self.last_error = str(exc)
-                    self._buffered_since = time.monotonic()
-                    log.warning("timed flush failed, will retry: %s", exc)
+                # The buffer is intact on failure; a later tick, add_episode or close() retries it.
+                self._flush_or_keep("timed flush")
 
     def _put_with_retries(self, path: str, payload: bytes, *, episodes: int) -> None:
         delay = self.config.backoff_s
@@ -178,6 +195,8 @@ class ShardWriter:
                 return
             except (OSError, TimeoutError, ConnectionError) as exc:  # s3fs maps S3 errors to OSError
                 last = exc
+                if getattr(exc, "errno", None) in _FULL:
+                    break  # one line from the caller, not one per attempt
                 log.warning(
                     "shard write attempt %d/%d to %s failed: %s",
                     attempt,
@@ -188,9 +207,10 @@ class ShardWriter:
                 if attempt < self.config.max_attempts:
                     time.sleep(delay * (1 + random.random()))
                     delay *= 2
+        tries = "" if getattr(last, "errno", None) in _FULL else f" after {self.config.max_attempts} attempts"
         raise ShardFlushError(
             redact(
-                f"could not write shard {self.store.url(path)} after {self.config.max_attempts} attempts "
+                f"could not write shard {self.store.url(path)}{tries} "
                 f"({type(last).__name__}: {last}); {episodes} episodes stay buffered and the next flush "
                 "retries them. Check the store URI, the S3 endpoint and credentials, and free space."
             )

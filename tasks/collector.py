@@ -33,7 +33,7 @@ from distrl_core.policy import Policy, load_policy
 from distrl_core.rollout import RolloutConfig, run_episodes
 from storage.registry import PolicyRegistry
 from storage.schema import steps_to_table
-from storage.shards import ShardWriter, ShardWriterConfig
+from storage.shards import ShardFlushError, ShardWriter, ShardWriterConfig
 from storage.store import open_store
 from tasks.mlflow_metrics import log_metrics
 from tasks.retry import only_transient, with_retries
@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 ROLLING_EPISODES = 64  # window of the rolling success rate (a per-batch rate of 8 episodes is noise)
+# How long a stopping collector keeps retrying its last flush (a full disk, a store that is down)
+# before it gives up on its buffer: long enough for a person to free space.
+FINAL_FLUSH_WAIT_S = 300.0
 
 
 class CollectorParams(BaseModel):
@@ -313,7 +316,26 @@ def run_batch(session: CollectorSession) -> dict[str, float]:
     cache_policy=NO_CACHE,
     task_run_name="flush shard",
 )
-def flush_shard(session: CollectorSession) -> str | None:
-    """Write the buffered episodes as one shard; the buffer survives a failure and is retried."""
-    path = session.writer.flush()
-    return session.writer.store.url(path) if path else None
+def flush_shard(session: CollectorSession, wait_s: float = 0.0) -> str | None:
+    """Write the buffered episodes as one shard. The buffer survives a failure: with `wait_s` 0 it is
+    kept for the next flush (one warning line), otherwise the flush is retried every
+    `retry_seconds` for up to `wait_s` (a full disk frees up, a store comes back) before it raises."""
+    writer = session.writer
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            path = writer.flush()
+            return writer.store.url(path) if path else None
+        except ShardFlushError as exc:
+            left = deadline - time.monotonic()
+            if left <= 0 and wait_s > 0:
+                raise
+            log.warning(
+                "collector %s: %s%s",
+                session.params.collector_id,
+                exc,
+                f" (retrying for up to {left:.0f} s more)" if left > 0 else "",
+            )
+            if left <= 0:
+                return None
+            time.sleep(min(writer.config.retry_seconds, left))

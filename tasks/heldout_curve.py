@@ -103,6 +103,7 @@ def curve_run(registry: PolicyRegistry, training_run: str, protocol: str) -> str
             "x_axis.step": "policy version",
             "x_axis.metrics": ", ".join(X_AXES[1:]) + " (logged at the same step: pick one as the x-axis)",
         },
+        owned=False,  # the evaluator finishes it when training ends, whichever process created it
     )
 
 

@@ -223,7 +223,7 @@ def _params_for_mlflow(params: LearnerParams, config: LearnerConfig) -> dict[str
 def close_learner(session: LearnerSession) -> None:
     session.sampler.shutdown(wait=True, cancel_futures=True)
     session.ingester.shutdown(wait=True, cancel_futures=True)
-    session.replay.checkpoint()
+    session.replay.try_checkpoint()  # a full disk loses the priorities since the last one, not the run
     session.replay.close()
     with_retries(lambda: session.registry.client.set_terminated(session.run_id), "closing the learner's run")
 
@@ -401,9 +401,10 @@ def publish_policy(session: LearnerSession) -> int:
     cache_policy=NO_CACHE,
     task_run_name="checkpoint priorities",
 )
-def checkpoint_replay(session: LearnerSession) -> str:
-    """Persist trajectory priorities to the store (a restarted learner resumes them)."""
+def checkpoint_replay(session: LearnerSession) -> str | None:
+    """Persist trajectory priorities to the store (a restarted learner resumes them); None if the
+    store cannot take them now (one warning line; `learn` retries after its next block)."""
     started = time.perf_counter()
-    path = session.replay.checkpoint()
+    stored = session.replay.try_checkpoint()
     session.clock.publish_s += time.perf_counter() - started
-    return session.replay.store.url(path)
+    return session.replay.store.url(session.replay.snapshot_path) if stored else None

@@ -61,7 +61,12 @@ def run_url(registry: PolicyRegistry, run_id: str) -> str:
 
 
 def start_tracked_run(
-    registry: PolicyRegistry, name: str, *, tags: dict[str, str], params: dict[str, object]
+    registry: PolicyRegistry,
+    name: str,
+    *,
+    tags: dict[str, str],
+    params: dict[str, object],
+    owned: bool = True,
 ) -> str:
     """An MLflow run with its parameters and links to the Prefect flow run; its URL goes to the run's log."""
     from mlflow.entities import Param
@@ -69,7 +74,7 @@ def start_tracked_run(
     def start() -> str:
         experiment = registry.experiment_id()
         registry.client.set_experiment_tag(experiment, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
-        return registry.start_run(name, tags=tags | prefect_links())
+        return registry.start_run(name, tags=tags | prefect_links(), owned=owned)
 
     run_id = with_retries(start, f"starting the MLflow run {name!r}")
     batch = [Param(k, str(v)[:500]) for k, v in sorted(params.items())]

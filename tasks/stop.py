@@ -15,12 +15,16 @@ Tasks get their session objects directly.
 
 from __future__ import annotations
 
+import logging
+import os
+import signal
 import threading
 import time
 import uuid
 from typing import TypeVar
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 _tokens: dict[str, StopToken] = {}
 _lock = threading.Lock()
@@ -72,3 +76,47 @@ def should_stop(token_id: str | None, deadline: float | None) -> bool:
         return False
     token = find_token(token_id)
     return token is None or token.event.is_set()  # a closed token: the run that owned it has ended
+
+
+# ----- SIGTERM and Ctrl-C ------------------------------------------------------------------------
+_signalled: int | None = None
+
+
+def signalled() -> int | None:
+    """The signal (SIGTERM, SIGINT) that asked this process to stop, if any."""
+    return _signalled
+
+
+def stop_all() -> int:
+    """Set every open token (every embedded run of this process stops); how many there were."""
+    with _lock:
+        tokens = list(_tokens.values())
+    for token in tokens:
+        token.set()
+    return len(tokens)
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    global _signalled
+    if _signalled is not None:  # asked twice: the person (or scheduler) means now
+        log.warning("%s again: exiting at once", signal.Signals(signum).name)
+        logging.shutdown()
+        os._exit(128 + _signalled)
+    _signalled = signum
+    if stop_all():
+        log.warning(
+            "%s: stopping; collectors flush their buffers, the learner checkpoints, runs are closed. "
+            "Send it again to exit at once.",
+            signal.Signals(signum).name,
+        )
+        return
+    raise KeyboardInterrupt  # nothing cooperative is running: unwind (finally blocks close what is open)
+
+
+def install_stop_signals() -> None:
+    """SIGTERM and SIGINT stop every embedded run of this process cleanly (a second one exits at
+    once); `signalled()` then tells the CLI to exit with 128 + the signal. During a flow run Prefect
+    puts its own SIGTERM handler first (it fails the flow run, which closes its sessions) and hands
+    the signal on to this one when the flow run has unwound."""
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)

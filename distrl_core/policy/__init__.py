@@ -5,7 +5,7 @@ from distrl_core.policy.candidates import Candidate, build_candidates, instructi
 from distrl_core.policy.config import LoraSettings, PolicyConfig, TinyModelConfig
 from distrl_core.policy.model import BaseInfo, Policy, default_tokenizer
 from distrl_core.policy.types import ActOutput, EvalOutput, StepInput
-from distrl_core.policy.version import BaseMismatchError, load_policy, save_policy
+from distrl_core.policy.version import BaseMismatchError, PolicyFileError, load_policy, save_policy
 
 __all__ = [
     "ActOutput",
@@ -16,6 +16,7 @@ __all__ = [
     "LoraSettings",
     "Policy",
     "PolicyConfig",
+    "PolicyFileError",
     "StepInput",
     "TinyModelConfig",
     "build_candidates",

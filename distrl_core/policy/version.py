@@ -14,14 +14,21 @@ For a LoRA version the base is loaded from its pointer and must hash to the reco
 adapter applied to other weights is silently wrong, so a mismatch is an error naming both hashes.
 Tiny versions carry their full weights, and their base (rebuilt from config and seed) is checked
 the same way, which catches a changed model config or initialisation code.
+
+A weights file that cannot be read is a `PolicyFileError` naming the version directory and the
+file: a damaged file must be fetched again, and torch's own message for it ("load with
+weights_only=False") would suggest running code from the file. (Files are checked against the
+version's manifest when the registry fetches them, `storage.registry`.)
 """
 
 from __future__ import annotations
 
 import json
+import pickle
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -38,9 +45,10 @@ from distrl_core.policy.backbone import (
 from distrl_core.policy.config import PolicyConfig
 from distrl_core.policy.model import BaseInfo, Policy, build_heads
 
-__all__ = ["BaseMismatchError", "load_policy", "save_policy"]
+__all__ = ["BaseMismatchError", "PolicyFileError", "load_policy", "save_policy"]
 
 FORMAT_VERSION = 1
+_T = TypeVar("_T")
 
 # Collectors load in threads; building a model forks torch's global RNG state and restores it on exit,
 # and two interleaved forks would restore each other's. (The tiny weights themselves come from a
@@ -50,6 +58,29 @@ _build_lock = threading.Lock()
 
 class BaseMismatchError(ValueError):
     """The base weights found do not hash to what the version was trained on."""
+
+
+class PolicyFileError(ValueError):
+    """A file of a policy version cannot be read: damaged, truncated or not what its name says."""
+
+
+def _read_weights(directory: Path, name: str, read: Callable[[], _T]) -> _T:
+    try:
+        return read()
+    except (pickle.UnpicklingError, EOFError, OSError, RuntimeError, ValueError) as exc:
+        # Not chained (`from None`) and not quoted: torch's message for an unpicklable file advises
+        # weights_only=False, which would execute whatever the damaged file contains.
+        raise PolicyFileError(
+            f"policy version {directory}: {name} cannot be read ({type(exc).__name__}); the file is damaged. "
+            "Fetch the version again (delete its cached copy) or publish a new one."
+        ) from None
+    except Exception as exc:
+        if type(exc).__name__ != "SafetensorError":  # safetensors' Rust error has no importable base
+            raise
+        raise PolicyFileError(
+            f"policy version {directory}: {name} cannot be read (SafetensorError); the file is damaged. "
+            "Fetch the version again (delete its cached copy) or publish a new one."
+        ) from None
 
 
 def save_policy(policy: Policy, directory: str | Path) -> Path:
@@ -120,11 +151,11 @@ def _build(directory: Path, config: PolicyConfig, base: dict[str, Any], base_ove
             "The tiny model's config or initialisation code changed since it was saved; load it with the "
             "distrl version that wrote it, or retrain from a fresh warm start.",
         )  # fmt: skip
-        model = load_full_weights(config, directory / "model")
+        model = _read_weights(directory, "model/", lambda: load_full_weights(config, directory / "model"))
     else:
         pointer = base_override or base["pointer"]
         if config.lora is None:
-            model = load_full_weights(config, directory / "model")
+            model = _read_weights(directory, "model/", lambda: load_full_weights(config, directory / "model"))
             actual = base["hash"]  # full weights are in the version; the base is only provenance
         else:
             from peft import PeftModel
@@ -138,6 +169,11 @@ def _build(directory: Path, config: PolicyConfig, base: dict[str, Any], base_ove
             )  # fmt: skip
             model = PeftModel.from_pretrained(model, directory / "adapter", is_trainable=True)
     heads = build_heads(config, model, tokenizer)
-    heads.load_state_dict(torch.load(directory / "heads.pt", map_location="cpu", weights_only=True))
+    state = _read_weights(
+        directory,
+        "heads.pt",
+        lambda: torch.load(directory / "heads.pt", map_location="cpu", weights_only=True),
+    )
+    heads.load_state_dict(state)
     info = BaseInfo(base["kind"], base["pointer"], base["hash"] if base["kind"] == "tiny" else actual)
     return Policy(config, model, tokenizer, heads, info, processor)
