@@ -88,6 +88,7 @@ class Stack:
         self.ports: dict[str, int] = {}
         self.timings: dict[str, float] = {}
         self._owns_run_dir = False  # set once this stack has claimed run_dir (another may own it)
+        self.mlflow_runs_url = ""  # the experiment's runs table, once MLflow answers
 
     # ----- addresses and environment --------------------------------------------------------------
     def url(self, name: str) -> str:
@@ -161,6 +162,7 @@ class Stack:
             if self.config.workers:
                 self._start_workers()
             self._await_server("mlflow", started)
+            self._prepare_mlflow()
             if deploy is not None:
                 self._finish_deploy(deploy, started)
             if self.config.workers:
@@ -171,6 +173,17 @@ class Stack:
             raise
         self.timings["total_s"] = time.monotonic() - started
         return self
+
+    def _prepare_mlflow(self) -> None:
+        """The experiment, tagged to open on its runs table: the URL printed leads there."""
+        from storage.registry import PolicyRegistry, RegistrySettings
+        from tasks import mlflow_ui
+
+        uri = self.url("mlflow")
+        registry = PolicyRegistry(RegistrySettings(tracking_uri=uri))
+        experiment = registry.experiment_id()
+        mlflow_ui.prepare_experiment(registry.client, experiment)
+        self.mlflow_runs_url = mlflow_ui.experiment_url(uri, experiment)
 
     def _prepare_run_dir(self) -> None:
         state = self.run_dir / STATE_FILE
@@ -350,7 +363,7 @@ class Stack:
             [
                 f"DistRL stack up in {self.timings.get('total_s', 0):.1f} s (folder {rel})",
                 f"  Prefect UI   {self.url('prefect')}" + ("" if self.config.ui else " (UI off)"),
-                f"  MLflow UI    {self.url('mlflow')}",
+                f"  MLflow UI    {self.mlflow_runs_url or self.url('mlflow')}",
                 f"  S3 (moto)    {self.url('s3')}  bucket {self.config.bucket}: store {self.store_uri}, "
                 f"MLflow artifacts s3://{self.config.bucket}/mlflow",
                 f"  work pools   {', '.join(self.pools)} (one process worker each; logs in {rel}/logs/)",
