@@ -71,14 +71,14 @@ def report_markdown(report: dict, baseline: dict | None = None) -> str:
         if item is not None:
             lines.append(
                 f"| {name} (v{item['version']}) | {item['success']:.1%} | "
-                f"{item['ci_low']:.1%}–{item['ci_high']:.1%} | {item['episodes']} |"
+                f"{item['ci_low']:.1%}-{item['ci_high']:.1%} | {item['episodes']} |"
             )
     for name, item in (("baseline", baseline), ("this version", report)):
         inside = (item or {}).get("in_distribution")
         if inside is not None:
             lines.append(
                 f"| {name}, train tasks (fresh seeds) | {inside['success']:.1%} | "
-                f"{inside['ci_low']:.1%}–{inside['ci_high']:.1%} | {inside['episodes']} |"
+                f"{inside['ci_low']:.1%}-{inside['ci_high']:.1%} | {inside['episodes']} |"
             )
     lines += ["", "| family | success |", "|---|---|"]
     lines += [f"| {family} | {rate:.1%} |" for family, rate in report["families"].items()]
@@ -124,7 +124,7 @@ def record_evaluation(report: dict, min_improvement: float = 0.0) -> bool:
         registry.set_alias(CHAMPION, version)
     previous = "none" if champion is None else f"v{champion} at {champion_score:.1%}"
     get_run_logger().info(
-        "policy v%d on the %s split: %.1f%% held-out success (95%% CI %.1f%%–%.1f%%, %d episodes; %s); "
+        "policy v%d on the %s split: %.1f%% held-out success (95%% CI %.1f%%-%.1f%%, %d episodes; %s); "
         "previous champion %s; %s",
         version,
         report["split"],
@@ -210,7 +210,7 @@ def _curve_table(curve: list[dict], champion: int | None) -> list[dict]:
         {
             "version": f"v{row['version']}" + (" (champion)" if row["version"] == champion else ""),
             "held-out success": f"{row.get('heldout_success', float('nan')):.1%}",
-            "95% CI": f"{row.get('heldout_ci_low', float('nan')):.1%}–{row.get('heldout_ci_high', float('nan')):.1%}",
+            "95% CI": f"{row.get('heldout_ci_low', float('nan')):.1%}-{row.get('heldout_ci_high', float('nan')):.1%}",
         }
         for row in curve
     ]

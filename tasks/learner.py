@@ -236,7 +236,8 @@ def _train_block_name() -> str:
     session: LearnerSession = params["session"]
     first = session.learner.updates + 1
     count = params.get("updates") or session.params.updates_per_block
-    return f"train_block {first}–{first + count - 1}"
+    # An ASCII hyphen: the Prefect timeline draws printable ASCII only ("105–112" showed as "105112").
+    return f"train_block {first}-{first + count - 1}"
 
 
 def replay_waiting(session: LearnerSession) -> str | None:

@@ -93,7 +93,7 @@ def test_runs_are_named_and_grouped_and_the_learning_curve_is_one_series(embedde
     names = _task_run_names(learn_id)
     assert names == [
         *["checkpoint priorities"] * 2,
-        *["publish v2", "publish v3", "train_block 1–2", "train_block 3–4"],
+        *["publish v2", "publish v3", "train_block 1-2", "train_block 3-4"],
     ], names
 
     # An idle learner (the replay below its minimum for its whole run) makes no task run at all.
