@@ -67,11 +67,11 @@ def start_tracked_run(
     run_id = with_retries(start, f"starting the MLflow run {name!r}")
     batch = [Param(k, str(v)[:500]) for k, v in sorted(params.items())]
     with_retries(lambda: registry.client.log_batch(run_id, params=batch), "logging params")
-    _run_logger().info("MLflow run %s: %s", name, run_url(registry, run_id))
+    run_logger().info("MLflow run %s: %s", name, run_url(registry, run_id))
     return run_id
 
 
-def _run_logger() -> logging.Logger | logging.LoggerAdapter:
+def run_logger() -> logging.Logger | logging.LoggerAdapter:
     """The Prefect run's logger inside a flow or task run (shown in the UI), else this module's."""
     from prefect.exceptions import MissingContextError
     from prefect.logging import get_run_logger
