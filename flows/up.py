@@ -39,6 +39,33 @@ CLIENT_MAX_RETRIES = 8
 STATE_FILE = "state.json"
 _HEALTH = {"s3": "/moto-api/", "mlflow": "/health", "prefect": "/api/health"}
 _DUMMY_S3_KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+# The learning run that `distrl up` suggests and docs/operations.md shows (tests/test_docs.py checks
+# they agree), measured in docs/performance.md: the collectors outlast the learner a little, so
+# its last blocks still get fresh episodes, and then stop instead of running until cancelled.
+LEARN_MINUTES = 6
+COLLECT_MINUTES = 6.5
+
+
+def recipe() -> list[str]:
+    """The commands of that run, once `env.sh` is sourced."""
+    # `--param params=...` replaces the deployment's whole `params`: a collector's are restated.
+    collectors = [
+        {"pool": f"pool_{p}", "collector_id": f"{p}0", "seed": seed, "family": "general"}
+        for p, seed in (("a", 1), ("b", 2))
+    ]
+    return [
+        f"prefect deployment run learn/learn --param params='{json.dumps({'max_minutes': LEARN_MINUTES})}'",
+        *(
+            f"prefect deployment run collect/collect-{c['pool'].replace('_', '-')} --param params='"
+            f"{json.dumps(c | {'max_minutes': COLLECT_MINUTES})}'"
+            for c in collectors
+        ),
+        f"# when `learn` has finished (the warm start, then {LEARN_MINUTES} minutes of learning):",
+        "prefect deployment run evaluate/evaluate --param policy=1     # the warm start",
+        "prefect deployment run evaluate/evaluate                      # the newest version",
+        'distrl sql "SELECT pool, policy_version, count(*) AS steps FROM steps GROUP BY ALL ORDER BY ALL"',
+        "distrl status",
+    ]
 
 
 class UpConfig(BaseModel):
@@ -371,11 +398,7 @@ class Stack:
                 f"In another shell: source {rel}/env.sh   (these, plus moto's dummy AWS keys):",
                 shown,
                 'then e.g. (docs/operations.md, "Trying it on one machine": a run where held-out success rises):',
-                "  prefect deployment run learn/learn --param params='{\"max_minutes\": 12}'",
-                "  prefect deployment run collect/collect-pool-a; prefect deployment run collect/collect-pool-b",
-                "  prefect deployment run evaluate/evaluate --param policy=1; prefect deployment run evaluate/evaluate",
-                '  distrl sql "SELECT pool, policy_version, count(*) AS steps FROM steps GROUP BY ALL ORDER BY ALL"',
-                "  distrl status",
+                *(f"  {line}" for line in recipe()),
             ]
         )
 
