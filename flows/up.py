@@ -49,16 +49,16 @@ COLLECT_MINUTES = 6.5
 def recipe() -> list[str]:
     """The commands of that run, once `env.sh` is sourced."""
     # `--param params=...` replaces the deployment's whole `params`: a collector's are restated.
-    collectors = [
-        {"pool": f"pool_{p}", "collector_id": f"{p}0", "seed": seed, "family": "general"}
+    collectors = {
+        f"collect-pool-{p}": {"pool": f"pool_{p}", "collector_id": f"{p}0", "seed": seed, "family": "general"}
         for p, seed in (("a", 1), ("b", 2))
-    ]
+    }
     return [
         f"prefect deployment run learn/learn --param params='{json.dumps({'max_minutes': LEARN_MINUTES})}'",
         *(
-            f"prefect deployment run collect/collect-{c['pool'].replace('_', '-')} --param params='"
-            f"{json.dumps(c | {'max_minutes': COLLECT_MINUTES})}'"
-            for c in collectors
+            f"prefect deployment run collect/{name} --param params='"
+            f"{json.dumps(params | {'max_minutes': COLLECT_MINUTES})}'"
+            for name, params in collectors.items()
         ),
         f"# when `learn` has finished (the warm start, then {LEARN_MINUTES} minutes of learning):",
         "prefect deployment run evaluate/evaluate --param policy=1     # the warm start",
