@@ -47,20 +47,13 @@ pretrained: pretrained-deps
 	$(BIN)/python -m flows.cli pretrained
 
 # Debian's adb client, used by the fake-ADB end-to-end tests (they skip, saying why, without it).
+# .ci/apt-install installs as root, and waits (saying so) while another process holds apt's lock.
 system-deps:
-	@command -v adb >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq adb >/dev/null) \
-	      || echo "warning: could not install adb; its CLI tests will be skipped"; \
-	  else echo "note: adb is not installed (apt-get install adb); its CLI tests will be skipped"; fi; }
+	@sh .ci/apt-install adb adb "the adb CLI tests"
 
 # Debian's chromium, driven by playwright in the UI browser test (it skips, saying why, without it).
 browser-deps:
-	@command -v chromium >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-	      || echo "warning: could not install chromium; the UI browser test will be skipped"; \
-	  else echo "note: chromium is not installed (apt-get install chromium); the UI browser test will be skipped"; fi; }
+	@sh .ci/apt-install chromium chromium "the UI browser test"
 
 # .pre-commit-config.yaml runs the same three checks.
 lint: venv

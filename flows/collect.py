@@ -29,6 +29,10 @@ from tasks.retry import with_retries
 from tasks.stop import StopToken, find_token, should_stop
 
 MAX_BATCHES_PER_TASK_RUN = 64
+POLL_WAIT_S = 2.0  # between registry polls while the alias points at no version yet
+# A collector started before the learner's first publish waits minutes: say so once, then once a
+# minute, not on every poll (it was 21 identical lines in the first 42 s).
+WAITING_LOG_EVERY_S = 60.0
 
 
 def _run_name() -> str:
@@ -93,15 +97,27 @@ def collect(params: CollectorParams | None = None, stop_token: str | None = None
         key=f"collect-{params.pool}-{params.collector_id}",
     )
     seconds_per_batch: float | None = None
+    waiting_since: float | None = None
+    said_at = 0.0
     try:
         while not should_stop(stop_token, deadline):
             if params.max_episodes is not None and session.episodes >= params.max_episodes:
                 break
             version = poll_policy_version(session)
             if version is None:
-                logger.info("no policy version yet for alias %r; waiting", params.policy_alias)
-                time.sleep(2)
+                now = time.monotonic()
+                if waiting_since is None or now - said_at >= WAITING_LOG_EVERY_S:
+                    waiting_since = now if waiting_since is None else waiting_since
+                    said_at = now
+                    logger.info(
+                        "no policy version yet for alias %r; waiting (%.0f s so far, checking every %g s)",
+                        params.policy_alias,
+                        now - waiting_since,
+                        POLL_WAIT_S,
+                    )
+                time.sleep(POLL_WAIT_S)
                 continue
+            waiting_since = None
             if version != session.version:
                 load_policy_version(session, version)
             left = None if deadline is None else deadline - time.monotonic()

@@ -80,12 +80,16 @@ def run_demo(params: TrainLocalParams | None = None, root: str = ".distrl/demo")
         "learner": result.get("learner"),
     }
     (root_path / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    from storage.registry import PolicyRegistry
+    from tasks.mlflow_ui import experiment_url
+
+    db = f"sqlite:///{root_path / 'mlflow.db'}"
     print(f"""
 Held-out success: warm start {_fmt(warm)} -> final {_fmt(final)} (v{final["version"]}, seed {seed})
 Train tasks, fresh seeds: {_fmt(warm.get("in_distribution"))} -> {_fmt(final.get("in_distribution"))}
 Learning curve:   {plot}
 Shards:           {root_path / "store" / "trajectories"}
-MLflow:           sqlite:///{root_path / "mlflow.db"}   (mlflow ui --backend-store-uri sqlite:///{root_path / "mlflow.db"})
+MLflow:           {db}; `mlflow ui --backend-store-uri {db}`, then {experiment_url(db, PolicyRegistry().experiment_id())}
 SQL:              DISTRL_STORE_URI={root_path / "store"} distrl sql "SELECT policy_version, count(*), avg(success) FROM episodes GROUP BY 1 ORDER BY 1"
 """)
     return summary

@@ -40,6 +40,32 @@ STATE_FILE = "state.json"
 EVALUATOR_DEPLOYMENT = "evaluator/evaluator"
 _HEALTH = {"s3": "/moto-api/", "mlflow": "/health", "prefect": "/api/health"}
 _DUMMY_S3_KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+# The learning run that `distrl up` suggests and docs/operations.md shows (tests/test_docs.py checks
+# they agree), measured in docs/performance.md: the collectors outlast the learner a little, so
+# its last blocks still get fresh episodes, and then stop instead of running until cancelled.
+LEARN_MINUTES = 6
+COLLECT_MINUTES = 6.5
+
+
+def recipe() -> list[str]:
+    """The commands of that run, once `env.sh` is sourced."""
+    # `--param params=...` replaces the deployment's whole `params`: a collector's are restated.
+    collectors = {
+        f"collect-pool-{p}": {"pool": f"pool_{p}", "collector_id": f"{p}0", "seed": seed, "family": "general"}
+        for p, seed in (("a", 1), ("b", 2))
+    }
+    return [
+        f"prefect deployment run learn/learn --param params='{json.dumps({'max_minutes': LEARN_MINUTES})}'",
+        *(
+            f"prefect deployment run collect/{name} --param params='"
+            f"{json.dumps(params | {'max_minutes': COLLECT_MINUTES})}'"
+            for name, params in collectors.items()
+        ),
+        "# the evaluator (already running) scores the warm start and each version as it is published;",
+        "# `distrl status` prints the learner's held-out curve (minutes, env steps, version, success, CI)",
+        'distrl sql "SELECT pool, policy_version, count(*) AS steps FROM steps GROUP BY ALL ORDER BY ALL"',
+        "distrl status",
+    ]
 
 
 class UpConfig(BaseModel):
@@ -99,6 +125,7 @@ class Stack:
         self.timings: dict[str, float] = {}
         self._owns_run_dir = False  # set once this stack has claimed run_dir (another may own it)
         self.evaluator_run_id: str | None = None  # the continuous evaluator's flow run, once started
+        self.mlflow_runs_url = ""  # the experiment's runs table, once MLflow answers
 
     # ----- addresses and environment --------------------------------------------------------------
     def url(self, name: str) -> str:
@@ -172,6 +199,7 @@ class Stack:
             if self.config.workers:
                 self._start_workers()
             self._await_server("mlflow", started)
+            self._prepare_mlflow()
             if deploy is not None:
                 self._finish_deploy(deploy, started)
             if self.config.workers:
@@ -184,6 +212,17 @@ class Stack:
             raise
         self.timings["total_s"] = time.monotonic() - started
         return self
+
+    def _prepare_mlflow(self) -> None:
+        """The experiment, tagged to open on its runs table: the URL printed leads there."""
+        from storage.registry import PolicyRegistry, RegistrySettings
+        from tasks import mlflow_ui
+
+        uri = self.url("mlflow")
+        registry = PolicyRegistry(RegistrySettings(tracking_uri=uri))
+        experiment = registry.experiment_id()
+        mlflow_ui.prepare_experiment(registry.client, experiment)
+        self.mlflow_runs_url = mlflow_ui.experiment_url(uri, experiment)
 
     def _prepare_run_dir(self) -> None:
         state = self.run_dir / STATE_FILE
@@ -372,7 +411,7 @@ class Stack:
             [
                 f"DistRL stack up in {self.timings.get('total_s', 0):.1f} s (folder {rel})",
                 f"  Prefect UI   {self.url('prefect')}" + ("" if self.config.ui else " (UI off)"),
-                f"  MLflow UI    {self.url('mlflow')}",
+                f"  MLflow UI    {self.mlflow_runs_url or self.url('mlflow')}",
                 f"  S3 (moto)    {self.url('s3')}  bucket {self.config.bucket}: store {self.store_uri}, "
                 f"MLflow artifacts s3://{self.config.bucket}/mlflow",
                 f"  work pools   {', '.join(self.pools)} (one process worker each; logs in {rel}/logs/)",
@@ -380,11 +419,7 @@ class Stack:
                 f"In another shell: source {rel}/env.sh   (these, plus moto's dummy AWS keys):",
                 shown,
                 'then e.g. (docs/operations.md, "Trying it on one machine": a run where held-out success rises):',
-                "  prefect deployment run learn/learn --param params='{\"max_minutes\": 12}'",
-                "  prefect deployment run collect/collect-pool-a; prefect deployment run collect/collect-pool-b",
-                "  (the evaluator already runs: it scores every published version; `distrl status` shows the curve)",
-                '  distrl sql "SELECT pool, policy_version, count(*) AS steps FROM steps GROUP BY ALL ORDER BY ALL"',
-                "  distrl status",
+                *(f"  {line}" for line in recipe()),
             ]
         )
 

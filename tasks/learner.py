@@ -30,6 +30,7 @@ from storage.registry import PolicyRegistry
 from storage.replay import Replay, ReplayNotReady, SampleBatch
 from storage.replay_config import ReplaySettings
 from storage.store import open_store
+from tasks.block_log import BlockLog
 from tasks.heldout_curve import ENV_STEPS_TAG, SECONDS_TAG
 from tasks.mlflow_metrics import log_metrics, start_tracked_run
 from tasks.retry import only_transient, with_retries
@@ -260,7 +261,8 @@ def _train_block_name() -> str:
     session: LearnerSession = params["session"]
     first = session.learner.updates + 1
     count = params.get("updates") or session.params.updates_per_block
-    return f"train_block {first}–{first + count - 1}"
+    # An ASCII hyphen: the Prefect timeline draws printable ASCII only ("105–112" showed as "105112").
+    return f"train_block {first}-{first + count - 1}"
 
 
 def replay_waiting(session: LearnerSession) -> str | None:
@@ -286,17 +288,21 @@ def train_block(session: LearnerSession, updates: int | None = None) -> dict[str
     sample = partial(_next_draw, session)
     done = 0
     metrics: dict[str, float] = {}
+    block = BlockLog(learner.updates + 1)
     for _ in range(updates or session.params.updates_per_block):
         try:
             step = train_step(learner, sample, replay.update_priorities)
         except ReplayNotReady as exc:
+            block.say(done, replay.size_steps)
             return {"updates": done, "waiting": 1.0, **metrics} | {
                 "reason_code": 1.0 if "min_size" in exc.reason else 2.0
             }
         session.clock.busy_s += step.update_s
         session.samples_seen += step.steps
         metrics = step.metrics
+        block.add(metrics)
         done += 1
+    block.say(done, replay.size_steps)
     metrics = {k: float(v) for k, v in metrics.items()} | {
         "updates": float(done),
         "learner_updates_total": float(learner.updates),

@@ -11,6 +11,7 @@ import math
 import time
 
 from storage.registry import PolicyRegistry
+from tasks import mlflow_ui
 from tasks.retry import with_retries
 
 log = logging.getLogger(__name__)
@@ -33,12 +34,6 @@ def log_metrics(registry: PolicyRegistry, run_id: str, metrics: dict[str, float]
         log.warning("metrics for run %s were not logged (%s); training goes on", run_id, exc)
 
 
-# MLflow 3 opens an experiment without runs of a known kind in its GenAI view (traces); this tag,
-# which the UI reads, makes it open on the runs table and charts, as a training experiment should.
-EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
-EXPERIMENT_KIND = "custom_model_development"
-
-
 def prefect_links() -> dict[str, str]:
     """Tags that lead from an MLflow run to the Prefect flow run that made it (none outside a run)."""
     from prefect.runtime import flow_run
@@ -54,10 +49,9 @@ def prefect_links() -> dict[str, str]:
 
 
 def run_url(registry: PolicyRegistry, run_id: str) -> str:
-    """The run's page in the MLflow UI (the tracking server serves it)."""
-    uri = registry.settings.tracking_uri.rstrip("/")
-    base = uri if uri.startswith("http") else "(MLflow UI: `mlflow ui`)"
-    return f"{base}/#/experiments/{registry.experiment_id()}/runs/{run_id}"
+    """The run's page in the MLflow UI, in its model-training view (tasks/mlflow_ui.py)."""
+    uri = registry.settings.tracking_uri
+    return mlflow_ui.run_url(uri, registry.experiment_id(), run_id) + mlflow_ui.serve_hint(uri)
 
 
 def start_tracked_run(
@@ -72,18 +66,17 @@ def start_tracked_run(
     from mlflow.entities import Param
 
     def start() -> str:
-        experiment = registry.experiment_id()
-        registry.client.set_experiment_tag(experiment, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        mlflow_ui.prepare_experiment(registry.client, registry.experiment_id())
         return registry.start_run(name, tags=tags | prefect_links(), owned=owned)
 
     run_id = with_retries(start, f"starting the MLflow run {name!r}")
     batch = [Param(k, str(v)[:500]) for k, v in sorted(params.items())]
     with_retries(lambda: registry.client.log_batch(run_id, params=batch), "logging params")
-    _run_logger().info("MLflow run %s: %s", name, run_url(registry, run_id))
+    run_logger().info("MLflow run %s: %s", name, run_url(registry, run_id))
     return run_id
 
 
-def _run_logger() -> logging.Logger | logging.LoggerAdapter:
+def run_logger() -> logging.Logger | logging.LoggerAdapter:
     """The Prefect run's logger inside a flow or task run (shown in the UI), else this module's."""
     from prefect.exceptions import MissingContextError
     from prefect.logging import get_run_logger

@@ -98,3 +98,19 @@ def test_every_function_a_test_replaces_is_named_in_the_readme() -> None:
         if file not in readme or name not in readme
     ]
     assert replaced and not missing, f"README.md does not name what these tests replace: {missing}"
+
+
+def test_the_distrl_up_recipe_is_the_one_it_prints(tmp_path: Path) -> None:
+    from flows.up import Stack, UpConfig, recipe
+
+    stack = Stack(UpConfig(run_dir=tmp_path, project_dir=ROOT))
+    stack.ports = {"s3": 1, "mlflow": 2, "prefect": 3}
+    printed = stack.describe().splitlines()
+    assert [f"  {line}" for line in recipe()] == printed[-len(recipe()) :]
+
+    text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    block = re.search(r"```bash\nsource \.distrl/up/env\.sh\n(.*?)```", text, flags=re.DOTALL)
+    assert block, "docs/operations.md has no `source .distrl/up/env.sh` block"
+    assert block.group(1).splitlines() == recipe(), (
+        "docs/operations.md's `distrl up` recipe differs from what `distrl up` prints (flows/up.py recipe())"
+    )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import random
+import re
 import threading
 import time
 from types import SimpleNamespace
@@ -87,6 +89,7 @@ class _FakeLearner:
     def __init__(self) -> None:
         self.updates = 0
         self.seen: list[int] = []
+        self.metrics: list[dict[str, float]] = []  # what each update reports, in turn (default: a loss)
 
     def beta_at(self) -> float:
         return 1.0
@@ -95,7 +98,7 @@ class _FakeLearner:
         self.seen.append(int(batch.episode_ids[0].split("/")[0]))
         self.updates += 1
         time.sleep(0.01)
-        return {"loss": 0.5}, np.ones(batch.size)
+        return (self.metrics.pop(0) if self.metrics else {"loss": 0.5}), np.ones(batch.size)
 
 
 def _open_fake_learner() -> tuple[LearnerSession, _FakeReplay, _FakeLearner]:
@@ -125,6 +128,39 @@ def test_train_block_prefetches_the_next_batch_and_uses_it_in_order() -> None:
         assert timing["steady_duty_cycle"] >= timing["duty_cycle"]
     finally:
         session.sampler.shutdown(wait=True)
+
+
+def test_each_block_logs_one_line_with_its_numbers(
+    prefect_api: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    from prefect import flow
+
+    session, replay, learner = _open_fake_learner()
+    replay.ready = True
+    stats = {"actor_loss": 0.25, "critic_loss": 0.5, "entropy": 1.5, "policy_lag_mean": 2.0}
+    learner.metrics = [
+        stats | {"rho_mean": rho, "rho_clipped_fraction": clipped}
+        for rho, clipped in ((0.5, 0.0), (1.0, 0.5), (1.5, 1.0))
+    ]
+
+    @flow
+    def one_block() -> dict[str, float]:
+        return train_block(session)
+
+    try:
+        with caplog.at_level(logging.INFO, logger="prefect.task_runs"):
+            assert one_block()["updates"] == 3.0
+    finally:
+        session.sampler.shutdown(wait=True)
+    lines = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "prefect.task_runs" and "updates 1-3" in r.getMessage()
+    ]
+    assert len(lines) == 1, caplog.text
+    expected = "updates 1-3: actor loss 0.250, critic loss 0.500, entropy 1.50, rho 1.00, rho > rho_max 50%, policy lag 2.0, replay 100 steps, "
+    assert lines[0].startswith(expected), lines[0]
+    assert re.fullmatch(r"[0-9.]+ updates/s", lines[0].removeprefix(expected)), lines[0]
 
 
 def test_timing_separates_the_replay_warm_up() -> None:

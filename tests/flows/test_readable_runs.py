@@ -17,7 +17,7 @@ from storage.registry import PolicyRegistry
 from storage.replay_config import ReplaySettings
 from tasks.collector import CollectorParams
 from tasks.learner import LearnerParams
-from tasks.mlflow_metrics import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
+from tasks.mlflow_ui import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, SHARED_VIEW_TAG
 from tasks.warm_start import warm_start_policy
 
 
@@ -82,6 +82,7 @@ def test_runs_are_named_and_grouped_and_the_learning_curve_is_one_series(embedde
     assert warm.data.params["warm_start.updates"] == "2"
     experiment = registry.client.get_experiment(registry.experiment_id())
     assert experiment.tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND  # opens as a training experiment
+    assert "metrics.`rolling_success`" in experiment.tags[SHARED_VIEW_TAG]  # with the useful columns
 
     # A learner publishing every 2 updates although a block is 8: publish_every_updates is honoured.
     learner = LearnerParams(batch_size=4, updates_per_block=8, publish_every_updates=2, max_updates=4)
@@ -92,7 +93,7 @@ def test_runs_are_named_and_grouped_and_the_learning_curve_is_one_series(embedde
     names = _task_run_names(learn_id)
     assert names == [
         *["checkpoint priorities"] * 2,
-        *["publish v2", "publish v3", "train_block 1–2", "train_block 3–4"],
+        *["publish v2", "publish v3", "train_block 1-2", "train_block 3-4"],
     ], names
 
     # An idle learner (the replay below its minimum for its whole run) makes no task run at all.

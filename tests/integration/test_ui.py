@@ -1,9 +1,11 @@
 """The two web UIs of `distrl up`, opened in a real headless Chromium (Debian's `chromium` package,
 driven by Playwright): the Prefect UI lists the deployments with online work pools, the MLflow UI
-lists the registered policy's versions. `make test` installs Chromium when it runs as root."""
+lists the registered policy's versions, and the MLflow URLs the project prints open on the runs
+table with metric columns. `make test` installs Chromium when it runs as root."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -102,4 +104,50 @@ def test_mlflow_ui_shows_the_registered_model_versions(ui_stack: Stack, browser)
     page.goto(f"{ui_stack.url('mlflow')}/#/models/{name}")
     page.get_by_text("Version 2", exact=True).first.wait_for(timeout=WAIT_MS)
     assert "Version 1" in page.inner_text("body")
+    page.close()
+
+
+# The GenAI side of MLflow 3's UI, which a training experiment must not open on.
+GENAI_ONLY = ("Observability", "Detect Issues", "Judges")
+
+
+def _tracked_runs(stack: Stack) -> str:
+    """A learner's and a collector's runs with metrics, started as the flows start theirs; the
+    learner run's URL as its log line gives it."""
+    from storage.registry import PolicyRegistry
+    from tasks.mlflow_metrics import log_metrics, run_url, start_tracked_run
+
+    with client_env(stack):
+        registry = PolicyRegistry()
+        learner = start_tracked_run(registry, "learner", tags={"role": "learner"}, params={"batch_size": 4})
+        log_metrics(registry, learner, {"actor_loss": 0.25, "entropy": 1.5, "replay_steps": 640}, step=8)
+        collector = start_tracked_run(registry, "collector-pool_a-a0", tags={"role": "collector"}, params={})
+        log_metrics(registry, collector, {"rolling_success": 0.375}, step=64)
+        return run_url(registry, learner)
+
+
+def test_the_mlflow_urls_printed_open_the_runs_table_with_metric_columns(ui_stack: Stack, browser) -> None:
+    from playwright.sync_api import expect
+
+    learner_url = _tracked_runs(ui_stack)
+    printed = re.search(r"MLflow UI\s+(\S+)", ui_stack.describe())
+    assert printed, ui_stack.describe()
+
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})  # a fresh profile: a first visit
+    page.goto(printed.group(1))
+    page.get_by_text("collector-pool_a-a0", exact=True).first.wait_for(timeout=WAIT_MS)
+    for column in ("actor_loss", "entropy", "rolling_success", "replay_steps"):
+        expect(page.get_by_text(column, exact=True).first).to_be_visible(timeout=WAIT_MS)
+    for value in ("0.25", "0.375", "640"):  # the runs' values in those columns
+        expect(page.get_by_text(value, exact=True).first).to_be_visible(timeout=WAIT_MS)
+    body = page.inner_text("body")
+    assert not [text for text in GENAI_ONLY if text in body], body[:1500]
+    page.close()
+
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page.goto(learner_url)
+    expect(page.get_by_text("actor_loss", exact=True).first).to_be_visible(timeout=WAIT_MS)
+    body = page.inner_text("body")
+    assert "learner" in body and "Runs" in body
+    assert not [text for text in GENAI_ONLY if text in body], body[:1500]
     page.close()
