@@ -8,9 +8,6 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LOG_METHODS = {"debug", "info", "warning", "error", "exception", "critical"}
@@ -57,23 +54,14 @@ def test_run_names_and_log_lines_use_characters_the_ui_draws() -> None:
     assert not offenders, offenders
 
 
-def test_a_train_block_is_named_with_a_hyphen(monkeypatch: pytest.MonkeyPatch) -> None:
-    from prefect.runtime import task_run
-
-    from tasks.learner import _train_block_name
-
-    session = SimpleNamespace(
-        learner=SimpleNamespace(updates=104), params=SimpleNamespace(updates_per_block=8)
-    )
-    monkeypatch.setattr(task_run, "get_parameters", lambda: {"session": session, "updates": 8})
-    assert _train_block_name() == "train_block 105-112"
-
-
 def test_evaluation_artifacts_use_characters_the_ui_draws() -> None:
-    from tasks.evaluation import _curve_table, report_markdown
+    from tasks.evaluation import report_markdown
+    from tasks.heldout_curve import CurvePoint, curve_table
 
     item = {"version": 2, "split": "test", "success": 0.5, "ci_low": 0.375, "ci_high": 0.625, "episodes": 66}
     markdown = report_markdown(item | {"families": {"general": 0.5}}, baseline=item)
     assert "37.5%-62.5%" in markdown and drawable(markdown)
-    row = {"version": 2, "heldout_success": 0.5, "heldout_ci_low": 0.375, "heldout_ci_high": 0.625}
-    assert _curve_table([row], champion=2)[0]["95% CI"] == "37.5%-62.5%"
+    point = CurvePoint(version=2, seconds=90.0, env_steps=1200, success=0.5, ci_low=0.375, ci_high=0.625)
+    (row,) = curve_table([point], champion=2)
+    assert row["95% CI"] == "37.5%-62.5%" and row["version"] == "v2 (champion)"
+    assert all(drawable(str(value)) for value in (*row.values(), *row.keys()))
