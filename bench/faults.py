@@ -87,17 +87,9 @@ def _kill9(kind: str) -> Callable[[Context], dict]:
 
 
 def _fill(store: Store, episodes: int) -> int:
-    import numpy as np
+    from storage.synthetic import write_synthetic_episodes
 
-    from storage.shards import ShardWriter, ShardWriterConfig
-    from storage.synthetic import synthetic_episode
-
-    rng = np.random.default_rng(0)
-    config = ShardWriterConfig(pool="pool_a", collector_id="c0", flush_episodes=3, flush_seconds=0)
-    with ShardWriter(store, config) as writer:
-        for _ in range(episodes):
-            writer.add_episode(synthetic_episode(rng))
-    return episodes
+    return len(write_synthetic_episodes(store, episodes, seed=0))
 
 
 def _files(store: Store, cwd: Path) -> set[str]:
@@ -199,7 +191,7 @@ def secret_canaries_debug_sql_s3(ctx: Context) -> dict:
 
 
 def damaged_policy_version(ctx: Context) -> dict:
-    from tests.reliability.integrity_probes import policy_damage_probe
+    from bench.integrity_probes import policy_damage_probe
 
     report = policy_damage_probe(ctx.folder(), attempts=max(4, ctx.kills // 3))
     return row(
@@ -213,7 +205,7 @@ def damaged_policy_version(ctx: Context) -> dict:
 
 def _damaged_snapshot(kind: str) -> Callable[[Context], dict]:
     def scenario(ctx: Context) -> dict:
-        from tests.reliability.integrity_probes import snapshot_damage_probe
+        from bench.integrity_probes import snapshot_damage_probe
 
         attempts, crashed, corrupt = snapshot_damage_probe(ctx.store(kind), rounds=max(1, ctx.kills // 10))
         return row(
@@ -229,7 +221,7 @@ def _damaged_snapshot(kind: str) -> Callable[[Context], dict]:
 
 
 def disk_full_store_local(ctx: Context) -> dict:
-    from tests.reliability.integrity_probes import SmallDisk, disk_full_probe
+    from bench.integrity_probes import SmallDisk, disk_full_probe
 
     try:
         disk = SmallDisk(ctx.folder() / "small")
@@ -245,7 +237,7 @@ def disk_full_store_local(ctx: Context) -> dict:
 
 
 def sigterm_train_local(ctx: Context) -> dict:
-    from tests.reliability.integrity_probes import sigterm_probe
+    from bench.integrity_probes import sigterm_probe
 
     code, running, shards = sigterm_probe(ctx.folder())
     return row(

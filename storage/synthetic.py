@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute
 
 from storage.schema import STEP_SCHEMA
+
+if TYPE_CHECKING:
+    from storage.store import Store
 
 FAMILIES = ("general", "webshop")
 
@@ -118,3 +122,21 @@ def synthetic_bulk(
         "step_latency_ms": rng.uniform(50, 500, n).astype(np.float32),
     }
     return pa.Table.from_pydict(columns, schema=STEP_SCHEMA)
+
+
+def write_synthetic_episodes(
+    store: Store, episodes: int = 6, *, flush: int = 3, collector: str = "c0", seed: int | None = None
+) -> list[str]:
+    """Write `episodes` synthetic episodes as shards of `flush` episodes (pool_a); returns their ids.
+    For tests and benches that need a small, real store."""
+    from storage.shards import ShardWriter, ShardWriterConfig
+
+    rng = np.random.default_rng(len(collector) + episodes if seed is None else seed)
+    ids = []
+    config = ShardWriterConfig(pool="pool_a", collector_id=collector, flush_episodes=flush, flush_seconds=0)
+    with ShardWriter(store, config) as writer:
+        for _ in range(episodes):
+            episode = synthetic_episode(rng)
+            ids.append(episode.column("episode_id")[0].as_py())
+            writer.add_episode(episode)
+    return ids

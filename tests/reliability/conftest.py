@@ -3,12 +3,10 @@ tests/storage, and a small filled store for the SQL probes."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from storage.shards import ShardWriter, ShardWriterConfig
 from storage.store import Store
-from storage.synthetic import synthetic_episode
+from storage.synthetic import write_synthetic_episodes
 from tests.storage.conftest import (  # noqa: F401  (fixtures)
     ACCESS_KEY,
     SECRET_KEY,
@@ -25,15 +23,7 @@ JUDGE_CANARY = "sk-judge-canary-7f3e9a1b2c"
 
 def fill(store: Store, episodes: int = 6, *, flush: int = 3, collector: str = "c0") -> list[str]:
     """Write `episodes` synthetic episodes in shards of `flush`; returns their ids."""
-    rng = np.random.default_rng(len(collector) + episodes)
-    ids = []
-    config = ShardWriterConfig(pool="pool_a", collector_id=collector, flush_episodes=flush, flush_seconds=0)
-    with ShardWriter(store, config) as writer:
-        for _ in range(episodes):
-            episode = synthetic_episode(rng)
-            ids.append(episode.column("episode_id")[0].as_py())
-            writer.add_episode(episode)
-    return ids
+    return write_synthetic_episodes(store, episodes, flush=flush, collector=collector)
 
 
 @pytest.fixture

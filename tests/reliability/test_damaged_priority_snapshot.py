@@ -12,11 +12,11 @@ import logging
 import numpy as np
 import pytest
 
+from bench.integrity_probes import damaged_snapshots
 from storage.replay import Replay
 from storage.replay_config import ReplaySettings
 from storage.store import Store, atomic_put
 from tests.reliability.conftest import fill
-from tests.reliability.integrity_probes import damaged_snapshots
 
 KINDS = ["truncated", "garbage", "empty", "missing_column", "non_numeric_version", "huge_sampled_steps"]
 

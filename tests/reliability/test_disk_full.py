@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.integrity_probes import SmallDisk
 from storage.catalog import list_shards, read_shard
 from storage.replay import Replay
 from storage.replay_config import ReplaySettings
@@ -22,7 +23,6 @@ from storage.store import Store, open_store
 from storage.synthetic import synthetic_episode
 from tasks.collector import flush_shard
 from tests.reliability.conftest import fill
-from tests.reliability.integrity_probes import SmallDisk
 
 
 @pytest.fixture

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from bench.integrity_probes import flip_byte
 from distrl_core.policy import PolicyFileError, load_policy, save_policy
 from storage.policy_manifest import MANIFEST, PolicyIntegrityError
 from storage.registry import MANIFEST_TAG, PolicyRegistry, RegistrySettings
-from tests.reliability.integrity_probes import flip_byte
 
 
 def _registry(tmp_path: Path) -> PolicyRegistry:

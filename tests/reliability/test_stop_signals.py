@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.reliability.integrity_probes import (
+from bench.integrity_probes import (
     process_runs,
     start_train_local,
     stored_shards,

@@ -110,7 +110,7 @@ def snapshot_damage_probe(store, rounds: int = 1) -> tuple[int, int, int]:
     from storage.replay import Replay
     from storage.replay_config import ReplaySettings
     from storage.store import atomic_put
-    from tests.reliability.conftest import fill
+    from storage.synthetic import write_synthetic_episodes as fill
 
     settings = ReplaySettings(min_size_steps=1, samples_per_insert=4.0, learner_id="probe")
     fill(store, 12)
