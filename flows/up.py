@@ -50,13 +50,19 @@ class UpConfig(BaseModel):
     project_dir: Path = Field(
         Path("."), description="Checkout with prefect.yaml and flows/ (DISTRL_PROJECT_DIR of the workers)."
     )
-    bucket: str = Field("distrl", description="S3 bucket of the store and the MLflow artifacts.")
+    bucket: str = Field(
+        "distrl",
+        pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
+        description="S3 bucket of the store and the MLflow artifacts.",
+    )
     ui: bool = Field(True, description="Serve the Prefect UI (the test turns it off: faster start).")
     deploy: bool = Field(True, description="Run `prefect deploy --all` from project_dir.")
     workers: bool = Field(True, description="Start one process worker per work pool of prefect.yaml.")
-    worker_query_seconds: float = Field(5.0, gt=0, description="How often workers poll for scheduled runs.")
+    worker_query_seconds: float = Field(
+        5.0, gt=0, le=3600, description="How often workers poll for scheduled runs."
+    )
     startup_timeout_s: float = Field(
-        240.0, gt=0, description="Limit for each server, the deploy and workers."
+        240.0, gt=0, le=86_400, description="Limit for each server, the deploy and workers."
     )
     worker_env: dict[str, str] = Field(
         default_factory=dict, description="Extra variables for every worker and its flow runs."
