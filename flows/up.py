@@ -9,8 +9,8 @@ then creates the process work pools named in prefect.yaml, runs `prefect --no-pr
 and starts one process worker per pool with the variables a machine of that role needs. `stop()`
 ends every process it started, their flow runs included. The integration test uses the same class.
 
-S3 keys are moto's dummy ones; they go to the children's environment and to `env.sh` (mode 600),
-never to the terminal or the logs.
+S3 keys are moto's dummy ones, in `env.sh` (mode 600) and in the children that use S3 (MLflow server,
+workers); no child gets the user's own credentials; the judge's key goes to the workers only.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ CLIENT_MAX_RETRIES = 8
 STATE_FILE = "state.json"
 _HEALTH = {"s3": "/moto-api/", "mlflow": "/health", "prefect": "/api/health"}
 _DUMMY_S3_KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+_JUDGE_KEYS = ("DISTRL_JUDGE_API_KEY", "OPENAI_API_KEY")
 
 
 class UpConfig(BaseModel):
@@ -123,16 +124,27 @@ class Stack:
             **QUIET_ENV,
         }
 
-    def _env(self, *, server: bool = False, **extra: str) -> dict[str, str]:
+    def _env(
+        self, *, server: bool = False, s3_keys: bool | None = None, judge: bool = False, **extra: str
+    ) -> dict[str, str]:
+        """No inherited credential; moto's keys if `s3_keys` (default: clients), the judge's if `judge`."""
         base = {
             "PREFECT_HOME": str(self.run_dir / "prefect"),
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
             "DO_NOT_TRACK": "1",
             "PYTHONUNBUFFERED": "1",
             "PREFECT_CLIENT_MAX_RETRIES": str(CLIENT_MAX_RETRIES),
+            # No credentials file or profile either: botocore would read the user's own keys from it.
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+            "AWS_CONFIG_FILE": os.devnull,
         }
-        ours = {"AWS_DEFAULT_REGION": "us-east-1", **_DUMMY_S3_KEYS} if server else self.client_env()
-        return dict(os.environ) | base | ours | extra
+        inherited = processes.without_credentials(os.environ)
+        ours = {"AWS_DEFAULT_REGION": "us-east-1"} if server else self.client_env()
+        ours = {k: v for k, v in ours.items() if k not in _DUMMY_S3_KEYS}
+        if (not server) if s3_keys is None else s3_keys:
+            ours |= _DUMMY_S3_KEYS
+        keys = {k: os.environ[k] for k in _JUDGE_KEYS if judge and os.environ.get(k)}
+        return inherited | base | ours | keys | extra
 
     @contextlib.contextmanager
     def api(self) -> Iterator:
@@ -212,6 +224,7 @@ class Stack:
         self.ports[name] = port
         env = self._env(
             server=True,
+            s3_keys=name == "mlflow",  # its artifact store is the bucket; moto and Prefect need no keys
             MLFLOW_S3_ENDPOINT_URL=self.url("s3"),
             MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false",  # else ~10 job processes (1.7 GB)
             PREFECT_SERVER_LOGGING_LEVEL="WARNING",
@@ -273,7 +286,7 @@ class Stack:
         log = self.run_dir / "logs" / "deploy.log"
         argv = [sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all"]
         self.procs["deploy"] = processes.start(
-            "deploy", argv, env=self._env(), log_path=log, cwd=self.project_dir
+            "deploy", argv, env=self._env(s3_keys=False), log_path=log, cwd=self.project_dir
         )
         return self.procs["deploy"]
 
@@ -302,7 +315,7 @@ class Stack:
                 "PREFECT_WORKER_QUERY_SECONDS": str(self.config.worker_query_seconds),
             }
             # Merged as dicts, not keywords: a variable named `server` in worker_env stays a variable.
-            env = self._env() | ours | self.config.worker_env
+            env = self._env(judge=True) | ours | self.config.worker_env
             argv = [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--type", "process"]
             argv += ["--name", f"{pool}-local", "--install-policy", "never"]
             log = self.run_dir / "logs" / f"worker-{pool}.log"
