@@ -339,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str]) -> int:
     from flows.quiet import quiet_third_party
+    from storage.secrets import redact
     from storage.store import configure_logging
 
     quiet_third_party()  # before any command imports transformers or MLflow
@@ -354,11 +355,12 @@ def _main(argv: list[str]) -> int:
         return int(args.func(args))
     except Exception as exc:
         message = user_error_message(exc)
-        if message is None:
-            raise
+        if message is None:  # a bug: its traceback, with any secret it quotes (a URI's password) masked
+            sys.stderr.write(redact("".join(traceback.format_exception(exc))))
+            return 1
         if args.verbose:
             traceback.print_exc()
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {redact(message)}", file=sys.stderr)
         return 2
 
 

@@ -23,6 +23,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from storage.secrets import redact
+
 log = logging.getLogger(__name__)
 
 LATEST = "latest"
@@ -151,7 +153,7 @@ class PolicyRegistry:
         version = self.resolve(ref)
         if version is None:
             raise LookupError(
-                f"no version of '{self.name}' for {ref!r} in {self.settings.tracking_uri}; "
+                f"no version of '{self.name}' for {ref!r} in {redact(self.settings.tracking_uri)}; "
                 "publish one first (the learner does) or check DISTRL_MLFLOW_TRACKING_URI"
             )
         target = self.cache / self.name / str(version)

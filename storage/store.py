@@ -26,13 +26,13 @@ import fsspec
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from storage.secrets import redact
+
 TRAJECTORIES_DIR = "trajectories"
 QUARANTINE_DIR = "quarantine"
 REPLAY_STATE_DIR = "replay"
 
 log = logging.getLogger(__name__)
-
-_SECRET_ENV_VARS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID", "DISTRL_JUDGE_API_KEY")
 
 
 class StoreSettings(BaseSettings):
@@ -135,15 +135,6 @@ def check_store_root(store: Store) -> None:
             f"{store.uri!r}: cannot read S3 at {where} ({detail}); check DISTRL_S3_ENDPOINT_URL "
             "(or AWS_ENDPOINT_URL), the network and the credentials"
         ) from None
-
-
-def redact(text: str) -> str:
-    """Remove the values of known secret environment variables from a message before it is logged."""
-    for name in _SECRET_ENV_VARS:
-        value = os.environ.get(name)
-        if value and len(value) >= 4:
-            text = text.replace(value, f"<{name}>")
-    return text
 
 
 def atomic_put(store: Store, path: str, payload: bytes) -> None:
