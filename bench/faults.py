@@ -259,6 +259,43 @@ def secret_canaries_debug_sql_s3(ctx: Context) -> dict:
     )
 
 
+def secret_canaries_credentials_file_s3(ctx: Context) -> dict:
+    """Keys from a shared credentials file, not the environment (issue 20, item 5), under `-vv`."""
+    store = ctx.store("s3")
+    _fill(store, 3)
+    work = ctx.folder()
+    token = "IQoJb3JpZ2luFAULTSBENCHFILETOKEN0001"
+    (work / "credentials").write_text(
+        f"[default]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n"
+        f"aws_session_token = {token}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    env |= {
+        "PYTHONPATH": str(ROOT),
+        "AWS_SHARED_CREDENTIALS_FILE": str(work / "credentials"),
+        "HOME": str(work),
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "flows.cli",
+        "-vv",
+        "sql",
+        "SELECT count(*) FROM episodes",
+        "--store",
+        store.uri,
+    ]
+    done = subprocess.run(argv, env=env, cwd=work, capture_output=True, text=True, timeout=300)
+    output = done.stdout + done.stderr
+    return row(
+        "secret_canaries_credentials_file_s3",
+        1,
+        crashed=int(done.returncode != 0),
+        leaked=sum(output.count(secret) for secret in (*SECRETS, token)),
+        detail=f"{output.count(' DEBUG ')} DEBUG records searched",
+    )
+
+
 def _env(scenario: Callable[[], dict]) -> Callable[[Context], dict]:
     """A scenario of bench/faults_env.py (collectors, fake ADB, parser), which needs no store."""
 
@@ -279,6 +316,7 @@ SCENARIOS: list[Callable[[Context], dict]] = [
     sql_resource_limits_local,
     sql_symlink_and_dot_tmp_local,
     secret_canaries_debug_sql_s3,
+    secret_canaries_credentials_file_s3,
     *(_env(scenario) for scenario in ENV_SCENARIOS),
 ]
 

@@ -231,10 +231,11 @@ class Stack:
             # SQLite locks while workers heartbeat and runs start; on a busy machine the default 10 s
             # wait for the lock runs out and the API answers 503.
             PREFECT_SERVER_DATABASE_TIMEOUT="60",
+        )
+        if name == "prefect":
             # The UI is a static page that asks `/ui-settings` where the API is: without this it says
             # the default port (4200), not the free port this server got, and every page fails.
-            **({"PREFECT_SERVER_UI_API_URL": self.prefect_api_url} if name == "prefect" else {}),
-        )
+            env["PREFECT_SERVER_UI_API_URL"] = self.prefect_api_url
         log = self.run_dir / "logs" / f"{name}.log"
         self.procs[name] = processes.start(name, self._server_argv(name, port), env=env, log_path=log)
         self._write_state()

@@ -67,8 +67,8 @@ def _from_botocore() -> dict[str, str]:
     """What botocore would sign with, from its local providers (no instance or container metadata
     lookups: those wait on the network, and a process using them has botocore log nothing else)."""
     try:
-        import botocore.credentials
-        import botocore.session
+        import botocore.credentials  # type: ignore[import-untyped]
+        import botocore.session  # type: ignore[import-untyped]
 
         resolver = botocore.credentials.create_credential_resolver(botocore.session.Session())
         for remote in ("container-role", "iam-role"):

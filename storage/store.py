@@ -121,7 +121,7 @@ def check_store_root(store: Store) -> None:
         if not root.is_dir():
             raise ValueError(f"{store.uri!r}: no such folder (nothing has been collected there)")
         return
-    import botocore.exceptions
+    import botocore.exceptions  # type: ignore[import-untyped]
 
     bucket = store.root.split("/", 1)[0]
     where = store.endpoint_url or "AWS"
