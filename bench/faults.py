@@ -159,6 +159,69 @@ def _bad_shards_sql(kind: str) -> Callable[[Context], dict]:
     return scenario
 
 
+def sql_resource_limits_local(ctx: Context) -> dict:
+    """Runaway queries (issue 20, item 1) under tiny limits: each must stop with its setting named."""
+    from storage.sql_views import SqlLimitError, SqlSettings, open_sql
+
+    store = ctx.store("local")
+    _fill(store, 3)
+    runaway = {
+        "DISTRL_SQL_TIMEOUT_S": "SELECT count(*) FROM range(10000000000000)",
+        "DISTRL_SQL_MEMORY_LIMIT": "SELECT length(string_agg(repeat('x', 1000), ',')) FROM range(100000)",
+        "DISTRL_SQL_MEMORY_LIMIT ": "SELECT repeat('x', 1000) FROM range(30000)",  # the result's size
+    }
+    session = open_sql(store, settings=SqlSettings(timeout_s=0.5, memory_limit="20MB"))
+    crashed = leaked = 0
+    for setting, query in runaway.items():
+        try:
+            session.query(query)
+            leaked += 1  # ran to the end: no limit held
+        except SqlLimitError as exc:
+            crashed += setting.strip() not in str(exc)
+        except Exception:
+            crashed += 1
+    lost = int(session.query("SELECT count(*) FROM episodes").column(0)[0].as_py() != 3)
+    session.close()
+    return row("sql_resource_limits_local", len(runaway), crashed=crashed, leaked=leaked, lost=lost)
+
+
+def sql_symlink_and_dot_tmp_local(ctx: Context) -> dict:
+    """A symlinked shard and a planted `./.tmp/` file (issue 20, item 12): named and left out, unreadable."""
+    from storage.sql_views import open_sql
+
+    store, cwd = ctx.store("local"), ctx.folder()
+    good = _fill(store, 6)
+    shard = next(Path(store.trajectories).rglob("*.parquet"))
+    (cwd / "copy.parquet").write_bytes(shard.read_bytes())
+    link = shard.with_name("c9-000000-linked.parquet")
+    link.symlink_to(cwd / "copy.parquet")
+    (cwd / ".tmp").mkdir()
+    (cwd / ".tmp" / "planted.txt").write_text(JUDGE_KEY)
+    os.chdir(cwd)
+    session = open_sql(store)
+    try:
+        answered, crashed = session.query("SELECT count(*) FROM episodes").column(0)[0].as_py(), 0
+    except Exception:
+        answered, crashed = 0, 1
+    try:
+        leaked = int(
+            JUDGE_KEY in str(session.query("SELECT content FROM read_text('.tmp/planted.txt')").to_pylist())
+        )
+    except Exception:
+        leaked = 0
+    named = {b.path for b in session.skipped}
+    session.close()
+    os.chdir(ROOT)
+    return row(
+        "sql_symlink_and_dot_tmp_local",
+        2,
+        corrupt=int(str(link) not in named),
+        lost=good - answered,
+        crashed=crashed,
+        leaked=leaked,
+    )
+
+
 def secret_canaries_debug_sql_s3(ctx: Context) -> dict:
     store = ctx.store("s3")
     _fill(store, 3)
@@ -249,6 +312,43 @@ def sigterm_train_local(ctx: Context) -> dict:
     )
 
 
+def secret_canaries_credentials_file_s3(ctx: Context) -> dict:
+    """Keys from a shared credentials file, not the environment (issue 20, item 5), under `-vv`."""
+    store = ctx.store("s3")
+    _fill(store, 3)
+    work = ctx.folder()
+    token = "IQoJb3JpZ2luFAULTSBENCHFILETOKEN0001"
+    (work / "credentials").write_text(
+        f"[default]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n"
+        f"aws_session_token = {token}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    env |= {
+        "PYTHONPATH": str(ROOT),
+        "AWS_SHARED_CREDENTIALS_FILE": str(work / "credentials"),
+        "HOME": str(work),
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "flows.cli",
+        "-vv",
+        "sql",
+        "SELECT count(*) FROM episodes",
+        "--store",
+        store.uri,
+    ]
+    done = subprocess.run(argv, env=env, cwd=work, capture_output=True, text=True, timeout=300)
+    output = done.stdout + done.stderr
+    return row(
+        "secret_canaries_credentials_file_s3",
+        1,
+        crashed=int(done.returncode != 0),
+        leaked=sum(output.count(secret) for secret in (*SECRETS, token)),
+        detail=f"{output.count(' DEBUG ')} DEBUG records searched",
+    )
+
+
 def _env(scenario: Callable[[], dict]) -> Callable[[Context], dict]:
     """A scenario of bench/faults_env.py (collectors, fake ADB, parser), which needs no store."""
 
@@ -266,12 +366,15 @@ SCENARIOS: list[Callable[[Context], dict]] = [
     _sql_bypass("s3"),
     _bad_shards_sql("local"),
     _bad_shards_sql("s3"),
+    sql_resource_limits_local,
+    sql_symlink_and_dot_tmp_local,
     secret_canaries_debug_sql_s3,
     damaged_policy_version,
     _damaged_snapshot("local"),
     _damaged_snapshot("s3"),
     disk_full_store_local,
     sigterm_train_local,
+    secret_canaries_credentials_file_s3,
     *(_env(scenario) for scenario in ENV_SCENARIOS),
 ]
 

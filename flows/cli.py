@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -29,29 +30,39 @@ if TYPE_CHECKING:
 
 
 def _cmd_sql(args: argparse.Namespace) -> int:
-    from storage.sql_output import write_result
+    from storage.sql_output import escape_control, write_result
     from storage.sql_views import ReadOnlyError, open_sql
-    from storage.store import open_store
+    from storage.store import check_store_root, open_store
 
     try:
         store = open_store(args.store)
-    except ValueError as exc:  # an unsupported scheme, a too-short bucket name
+        check_store_root(store)  # a typo must not answer `0 rows` as if the store were empty
+    except ValueError as exc:  # an unsupported scheme, a too-short bucket name, no such store
         raise UserError(f"{'--store' if args.store else 'DISTRL_STORE_URI'}: {exc}") from None
     session = open_sql(store)
+    # Messages quote data and file names: their control characters are shown escaped, not obeyed.
     try:
         table = session.query(args.query)
     except ReadOnlyError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {escape_control(str(exc))}", file=sys.stderr)
         return 2
     except Exception as exc:  # DuckDB errors name the column/table; show them without a traceback
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_lines(str(exc), escape_control)}", file=sys.stderr)
         return 1
     finally:
         session.close()
     for bad in session.skipped:
-        print(f"warning: left out unreadable shard {bad.path}: {bad.reason}", file=sys.stderr)
+        print(
+            f"warning: left out unreadable shard {escape_control(f'{bad.path}: {bad.reason}')}",
+            file=sys.stderr,
+        )
     write_result(table, args.format, Path(args.out) if args.out else None, max_rows=args.max_rows)
     return 0
+
+
+def _lines(text: str, escape: Callable[[str], str]) -> str:
+    """`text` with each line escaped (DuckDB's hints and caret lines keep their own lines)."""
+    return "\n".join(escape(line) for line in text.splitlines())
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -306,16 +317,39 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _verbosity(argv: list[str]) -> int:
+    """The count of -v before the command (what `--verbose` will parse to)."""
+    count = 0
+    for arg in argv:
+        if not arg.startswith("-"):
+            break
+        count += 1 if arg == "--verbose" else len(arg) - 1 if set(arg[1:]) == {"v"} else 0
+    return count
+
+
+def _level(verbose: int) -> int:
+    return logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
+
+
 def main(argv: list[str] | None = None) -> int:
+    from storage.store import logging_restored
+
+    with logging_restored():  # a caller that runs the CLI in its own process keeps its logging
+        return _main(sys.argv[1:] if argv is None else argv)
+
+
+def _main(argv: list[str]) -> int:
     from flows.quiet import quiet_third_party
+    from storage.secrets import redact
     from storage.store import configure_logging
 
     quiet_third_party()  # before any command imports transformers or MLflow
-    args = _parse(sys.argv[1:] if argv is None else argv)
+    # Before parsing, which imports the command's flow module and with it Prefect: the root logger
+    # gets this process's handler, not one bound to the stderr of the moment (see configure_logging).
     # Secrets are scrubbed from every record (botocore logs the access key id at DEBUG).
-    configure_logging(
-        logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING
-    )
+    configure_logging(_level(_verbosity(argv)))
+    args = _parse(argv)
+    configure_logging(_level(args.verbose))  # Prefect's import put its own handler on the root
     for warning in unknown_env_warnings(os.environ):
         print(f"warning: {warning}", file=sys.stderr)
     from tasks.stop import install_stop_signals, signalled
@@ -332,11 +366,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"stopped by {signal.Signals(stop_signal).name} ({type(exc).__name__})", file=sys.stderr)
             return 128 + stop_signal
         message = user_error_message(exc)
-        if message is None:
-            raise
+        if message is None:  # a bug: its traceback, with any secret it quotes (a URI's password) masked
+            sys.stderr.write(redact("".join(traceback.format_exception(exc))))
+            return 1
         if args.verbose:
             traceback.print_exc()
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {redact(message)}", file=sys.stderr)
         return 2
 
 

@@ -73,8 +73,19 @@ def user_error_message(exc: BaseException) -> str | None:
     if isinstance(exc, UserError):
         return str(exc)
     if isinstance(exc, ValidationError):
-        return validation_message(exc)
+        return validation_message(exc, _variables_of(exc.title))
     return None
+
+
+def _variables_of(title: str) -> dict[str, str]:
+    """Field → `DISTRL_*` variable, when `title` names a settings class (its values come from there)."""
+    from flows.config_table import SETTINGS
+
+    for settings in SETTINGS:
+        if settings.__name__ == title:
+            prefix = settings.model_config["env_prefix"]
+            return {name: f"{prefix}{name}".upper() for name in settings.model_fields}
+    return {}
 
 
 def busy_port_error(exc: OSError, flag: str, value: int) -> UserError | None:

@@ -15,14 +15,16 @@ import os
 from pathlib import Path
 from unittest import mock
 
+from pydantic import ByteSize
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 
 from storage.registry import RegistrySettings
 from storage.replay_config import ReplaySettings
+from storage.sql_limits import SqlSettings
 from storage.store import StoreSettings
 
-SETTINGS: tuple[type[BaseSettings], ...] = (StoreSettings, RegistrySettings, ReplaySettings)
+SETTINGS: tuple[type[BaseSettings], ...] = (StoreSettings, RegistrySettings, ReplaySettings, SqlSettings)
 
 DIRECT_VARIABLES: dict[str, tuple[str, str]] = {
     # name: (default, meaning) of the variables read by name, outside a settings class
@@ -77,6 +79,8 @@ def _default(field: FieldInfo) -> str:
         return "unset"
     if isinstance(value, bool):
         return f"`{str(value).lower()}`"
+    if isinstance(value, ByteSize):
+        return f"`{value.human_readable()}`"
     return f"`{value}`"
 
 

@@ -14,12 +14,35 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import psutil
+
+# The user's credentials: left out of every child's environment (the caller adds back those a child uses).
+CREDENTIALS = frozenset(
+    {
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_SECURITY_TOKEN",
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_ROLE_ARN",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "DISTRL_JUDGE_API_KEY",
+        "OPENAI_API_KEY",
+    }
+)
+
+
+def without_credentials(environ: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in environ.items() if k.upper() not in CREDENTIALS}
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -57,7 +80,10 @@ def start(
     name: str, argv: Sequence[str], *, env: dict[str, str], log_path: Path, cwd: Path | None = None
 ) -> Managed:
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
+    # Private, as env.sh: a server may log what it was sent (a request's headers, a worker's settings).
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.fchmod(fd, 0o600)  # a log left by an earlier run keeps its mode otherwise
+    with open(fd, "ab") as log:
         popen = subprocess.Popen(
             list(argv),
             env=env,

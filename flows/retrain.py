@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from distrl_core.learner.config import Algorithm, learner_config
 from storage.registry import CHAMPION
+from tasks.bounds import MAX_BATCH, MAX_DAYS, MAX_SEED, MAX_UPDATES, Family, Split
 from tasks.evaluation import evaluate_version, record_evaluation
 from tasks.learner import (
     LearnerParams,
@@ -59,20 +60,28 @@ class RetrainParams(BaseModel):
     recent_days: int = Field(
         7,
         ge=1,
+        le=MAX_DAYS,
         description="Train on shards whose date=<yyyy-mm-dd> partition (the UTC day the collector wrote "
         "them) is one of the last N days up to `as_of`, both ends included (1: that day only).",
     )
     as_of: date | None = Field(
         None, description="Last day of the window (None: today in UTC, when the run starts)."
     )
-    updates: int = Field(200, ge=1, description="Learner updates of the fine-tune (exactly this many).")
-    batch_size: int = Field(16, ge=1, description="Trajectories per update.")
-    window: int | None = Field(None, description="Steps per sampled window (None: whole trajectories).")
+    updates: int = Field(
+        200, ge=1, le=MAX_UPDATES, description="Learner updates of the fine-tune (exactly this many)."
+    )
+    batch_size: int = Field(16, ge=1, le=MAX_BATCH, description="Trajectories per update.")
+    window: int | None = Field(
+        None, ge=1, le=MAX_BATCH, description="Steps per sampled window (None: whole trajectories)."
+    )
     updates_per_block: int = Field(
-        25, ge=1, description="Updates per `train_block` task run (what the Prefect UI shows)."
+        25,
+        ge=1,
+        le=MAX_UPDATES,
+        description="Updates per `train_block` task run (what the Prefect UI shows).",
     )
     algorithm: Algorithm = Field("aride", description=LearnerParams.model_fields["algorithm"].description)
-    seed: int = Field(0, description="Seeds the learner.")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="Seeds the learner.")
     learner_config: dict[str, Any] = Field(
         default_factory=dict,
         description="Overrides of LearnerConfig fields, e.g. {'actor_lr': 1e-4, 'critic_warmup_updates': 0} "
@@ -83,8 +92,8 @@ class RetrainParams(BaseModel):
         description="Overrides of ReplaySettings fields (e.g. {'min_size_steps': 500, 'max_policy_lag': 5}); "
         "a retrain defaults to learner_id='retrain' and no sample-to-insert limit, always in memory.",
     )
-    split: str = Field("test", description="Split the candidate (and the champion) are evaluated on.")
-    family: str | None = Field(None, description="Task family evaluated (None: all families).")
+    split: Split = Field("test", description="Split the candidate (and the champion) are evaluated on.")
+    family: Family | None = Field(None, description="Task family evaluated (None: all families).")
     min_improvement: float = Field(
         0.0,
         ge=0.0,

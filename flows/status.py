@@ -6,7 +6,7 @@ from __future__ import annotations
 from storage.registry import CHAMPION, PolicyRegistry
 from storage.sql_output import format_table
 from storage.sql_views import open_sql
-from storage.store import open_store
+from storage.store import open_store, redact
 from tasks.heldout_curve import curve_table, latest_curve_run, read_curve
 
 POOLS_SQL = """
@@ -32,7 +32,10 @@ def status_report(store_uri: str | None = None, versions: int = 5) -> str:
     registry = PolicyRegistry()
     known = registry.versions()
     champion = registry.resolve(CHAMPION)
-    lines.append(f"Policy '{registry.name}' at {registry.settings.tracking_uri}: {len(known)} versions")
+    # A server URI may carry a password (https://user:pw@host): every URI shown goes through redact.
+    lines.append(
+        f"Policy '{registry.name}' at {redact(registry.settings.tracking_uri)}: {len(known)} versions"
+    )
     # One registry query for every version's tags (not one call per version).
     found = registry.client.search_model_versions(f"name = '{registry.name}'")
     all_tags = {int(mv.version): dict(mv.tags) for mv in found}
@@ -59,7 +62,7 @@ def status_report(store_uri: str | None = None, versions: int = 5) -> str:
     store = open_store(store_uri)
     session = open_sql(store)
     try:
-        lines += ["", f"Store {store.uri}", format_table(session.query(POOLS_SQL))]
+        lines += ["", f"Store {redact(store.uri)}", format_table(session.query(POOLS_SQL))]
     finally:
         session.close()
     runs = registry.client.search_runs(

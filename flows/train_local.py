@@ -22,6 +22,7 @@ from flows.evaluator import evaluator
 from flows.learn import learn
 from storage.registry import PolicyRegistry
 from storage.replay_config import ReplaySettings
+from tasks.bounds import MAX_MINUTES, MAX_SECONDS, MAX_SEED, MAX_THREADS, MAX_UPDATES, Family
 from tasks.collector import (
     CollectorParams,
     CollectorSession,
@@ -51,10 +52,14 @@ log = logging.getLogger(__name__)
 class TrainLocalParams(BaseModel):
     """Parameters of the embedded run (every field has a demo-sized default)."""
 
-    collectors: int = Field(4, ge=1, description="Collector threads (two agent pools, alternating).")
-    envs_per_collector: int = Field(4, ge=1, description="SimDroid environments per collector.")
-    minutes: float = Field(6.0, gt=0, description="Wall-clock budget of the RL phase.")
-    family: str | None = Field("general", description="Task family trained and evaluated (None: both).")
+    collectors: int = Field(
+        4, ge=1, le=MAX_THREADS, description="Collector threads (two agent pools, alternating)."
+    )
+    envs_per_collector: int = Field(
+        4, ge=1, le=MAX_THREADS, description="SimDroid environments per collector."
+    )
+    minutes: float = Field(6.0, gt=0, le=MAX_MINUTES, description="Wall-clock budget of the RL phase.")
+    family: Family | None = Field("general", description="Task family trained and evaluated (None: both).")
     sync: bool = Field(False, description="DigiRL-style barrier rounds instead of asynchronous collection.")
     learner: LearnerParams = Field(
         default_factory=lambda: LearnerParams(background_ingest=True),
@@ -66,16 +71,18 @@ class TrainLocalParams(BaseModel):
     step_latency_s: float = Field(
         0.05,
         ge=0,
+        le=MAX_SECONDS,
         description="Emulator-like median step latency of SimDroid (sleeps; frees CPU for the learner).",
     )
     task_latency_sigma: float = Field(
         0.0,
         ge=0,
+        le=10,
         description="Per-episode lognormal spread of the step latency (emulator task durations vary ~100x).",
     )
     store_uri: str | None = Field(None, description="Trajectory store (default: DISTRL_STORE_URI).")
     warm_start_updates: int = Field(
-        60, ge=0, description="SFT updates of the warm start (when no version exists)."
+        60, ge=0, le=MAX_UPDATES, description="SFT updates of the warm start (when no version exists)."
     )
     warm_start_noise: float = Field(
         0.3, ge=0, le=1, description="Noise of the scripted expert's demonstrations."
@@ -98,6 +105,8 @@ class TrainLocalParams(BaseModel):
     )
     seed: int = Field(
         0,
+        ge=0,
+        le=MAX_SEED,
         description="Seeds the warm start (demonstrations, initial weights, batch order), the collectors' "
         "task draws and environments, the learner and its replay sampling. The warm start and the "
         "evaluations are exact on a re-run; the asynchronous phase is not (which collector's episodes "

@@ -9,8 +9,8 @@ then creates the process work pools named in prefect.yaml, runs `prefect --no-pr
 and starts one process worker per pool with the variables a machine of that role needs. `stop()`
 ends every process it started, their flow runs included. The integration test uses the same class.
 
-S3 keys are moto's dummy ones; they go to the children's environment and to `env.sh` (mode 600),
-never to the terminal or the logs.
+S3 keys are moto's dummy ones, in `env.sh` (mode 600) and in the children that use S3 (MLflow server,
+workers); no child gets the user's own credentials; the judge's key goes to the workers only.
 """
 
 from __future__ import annotations
@@ -68,6 +68,9 @@ def recipe() -> list[str]:
     ]
 
 
+_JUDGE_KEYS = ("DISTRL_JUDGE_API_KEY", "OPENAI_API_KEY")
+
+
 class UpConfig(BaseModel):
     """What `distrl up` starts and where it keeps its files."""
 
@@ -77,13 +80,19 @@ class UpConfig(BaseModel):
     project_dir: Path = Field(
         Path("."), description="Checkout with prefect.yaml and flows/ (DISTRL_PROJECT_DIR of the workers)."
     )
-    bucket: str = Field("distrl", description="S3 bucket of the store and the MLflow artifacts.")
+    bucket: str = Field(
+        "distrl",
+        pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
+        description="S3 bucket of the store and the MLflow artifacts.",
+    )
     ui: bool = Field(True, description="Serve the Prefect UI (the test turns it off: faster start).")
     deploy: bool = Field(True, description="Run `prefect deploy --all` from project_dir.")
     workers: bool = Field(True, description="Start one process worker per work pool of prefect.yaml.")
-    worker_query_seconds: float = Field(5.0, gt=0, description="How often workers poll for scheduled runs.")
+    worker_query_seconds: float = Field(
+        5.0, gt=0, le=3600, description="How often workers poll for scheduled runs."
+    )
     startup_timeout_s: float = Field(
-        240.0, gt=0, description="Limit for each server, the deploy and workers."
+        240.0, gt=0, le=86_400, description="Limit for each server, the deploy and workers."
     )
     worker_env: dict[str, str] = Field(
         default_factory=dict, description="Extra variables for every worker and its flow runs."
@@ -155,16 +164,27 @@ class Stack:
             **QUIET_ENV,
         }
 
-    def _env(self, *, server: bool = False, **extra: str) -> dict[str, str]:
+    def _env(
+        self, *, server: bool = False, s3_keys: bool | None = None, judge: bool = False, **extra: str
+    ) -> dict[str, str]:
+        """No inherited credential; moto's keys if `s3_keys` (default: clients), the judge's if `judge`."""
         base = {
             "PREFECT_HOME": str(self.run_dir / "prefect"),
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
             "DO_NOT_TRACK": "1",
             "PYTHONUNBUFFERED": "1",
             "PREFECT_CLIENT_MAX_RETRIES": str(CLIENT_MAX_RETRIES),
+            # No credentials file or profile either: botocore would read the user's own keys from it.
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+            "AWS_CONFIG_FILE": os.devnull,
         }
-        ours = {"AWS_DEFAULT_REGION": "us-east-1", **_DUMMY_S3_KEYS} if server else self.client_env()
-        return dict(os.environ) | base | ours | extra
+        inherited = processes.without_credentials(os.environ)
+        ours = {"AWS_DEFAULT_REGION": "us-east-1"} if server else self.client_env()
+        ours = {k: v for k, v in ours.items() if k not in _DUMMY_S3_KEYS}
+        if (not server) if s3_keys is None else s3_keys:
+            ours |= _DUMMY_S3_KEYS
+        keys = {k: os.environ[k] for k in _JUDGE_KEYS if judge and os.environ.get(k)}
+        return inherited | base | ours | keys | extra
 
     @contextlib.contextmanager
     def api(self) -> Iterator:
@@ -258,16 +278,18 @@ class Stack:
         self.ports[name] = port
         env = self._env(
             server=True,
+            s3_keys=name == "mlflow",  # its artifact store is the bucket; moto and Prefect need no keys
             MLFLOW_S3_ENDPOINT_URL=self.url("s3"),
             MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false",  # else ~10 job processes (1.7 GB)
             PREFECT_SERVER_LOGGING_LEVEL="WARNING",
             # SQLite locks while workers heartbeat and runs start; on a busy machine the default 10 s
             # wait for the lock runs out and the API answers 503.
             PREFECT_SERVER_DATABASE_TIMEOUT="60",
+        )
+        if name == "prefect":
             # The UI is a static page that asks `/ui-settings` where the API is: without this it says
             # the default port (4200), not the free port this server got, and every page fails.
-            **({"PREFECT_SERVER_UI_API_URL": self.prefect_api_url} if name == "prefect" else {}),
-        )
+            env["PREFECT_SERVER_UI_API_URL"] = self.prefect_api_url
         log = self.run_dir / "logs" / f"{name}.log"
         self.procs[name] = processes.start(name, self._server_argv(name, port), env=env, log_path=log)
         self._write_state()
@@ -319,7 +341,7 @@ class Stack:
         log = self.run_dir / "logs" / "deploy.log"
         argv = [sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all"]
         self.procs["deploy"] = processes.start(
-            "deploy", argv, env=self._env(), log_path=log, cwd=self.project_dir
+            "deploy", argv, env=self._env(s3_keys=False), log_path=log, cwd=self.project_dir
         )
         return self.procs["deploy"]
 
@@ -348,7 +370,7 @@ class Stack:
                 "PREFECT_WORKER_QUERY_SECONDS": str(self.config.worker_query_seconds),
             }
             # Merged as dicts, not keywords: a variable named `server` in worker_env stays a variable.
-            env = self._env() | ours | self.config.worker_env
+            env = self._env(judge=True) | ours | self.config.worker_env
             argv = [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--type", "process"]
             argv += ["--name", f"{pool}-local", "--install-policy", "never"]
             log = self.run_dir / "logs" / f"worker-{pool}.log"

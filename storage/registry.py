@@ -32,6 +32,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from storage.policy_manifest import MANIFEST, PolicyIntegrityError, manifest_problem, write_manifest
 from storage.run_owners import fail_orphaned_runs, owner_tags
+from storage.secrets import redact
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +178,7 @@ class PolicyRegistry:
         version = self.resolve(ref)
         if version is None:
             raise LookupError(
-                f"no version of '{self.name}' for {ref!r} in {self.settings.tracking_uri}; "
+                f"no version of '{self.name}' for {ref!r} in {redact(self.settings.tracking_uri)}; "
                 "publish one first (the learner does) or check DISTRL_MLFLOW_TRACKING_URI"
             )
         tags = self.tags(version)

@@ -31,6 +31,13 @@ class ReadOnlyError(ValueError):
 
 def check_read_only(con: duckdb.DuckDBPyConnection, text: str) -> None:
     """Raise `ReadOnlyError` unless every statement in `text` is a query (or EXPLAIN of one)."""
+    try:  # bytes that are not UTF-8 reach Python as lone surrogates, which DuckDB cannot take
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"the query is not UTF-8 text (a byte that is not UTF-8 at character {exc.start + 1}); "
+            "write it in UTF-8, e.g. with LANG=C.UTF-8 and a UTF-8 terminal or file"
+        ) from None
     try:
         statements = con.extract_statements(text)
     except duckdb.Error as exc:

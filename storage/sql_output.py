@@ -1,9 +1,15 @@
-"""Writing query results as a table, CSV, JSON lines or Parquet."""
+"""Writing query results as a table, CSV, JSON lines or Parquet.
+
+The table is for a terminal: control characters in the data (an ESC sequence can retitle or clear
+the terminal) are shown escaped, as `\x1b`. CSV, JSON and Parquet are the data, unchanged (JSON
+escapes control characters by its own rules; CSV keeps them, quoted where needed).
+"""
 
 from __future__ import annotations
 
 import json
 import sys
+import unicodedata
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,9 +23,21 @@ def _jsonable(value: object) -> object:
     return value
 
 
+def escape_control(text: str) -> str:
+    """`text` safe to print on a terminal: control characters (C0, DEL, C1) and invisible format
+    characters (bidi overrides, zero-width ones) shown as `\\x1b` or `\\u202e`."""
+    return "".join(_escaped(c) if unicodedata.category(c) in ("Cc", "Cf") else c for c in text)
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
 def format_table(table: pa.Table, max_rows: int = 50) -> str:
-    """A plain aligned text table; binary cells show their size, long text is cut."""
-    names = table.column_names
+    """A plain aligned text table; binary cells show their size, long text is cut, control
+    characters are escaped."""
+    names = [escape_control(n) for n in table.column_names]
     rows = [[_cell(v) for v in row.values()] for row in table.slice(0, max_rows).to_pylist()]
     widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
     line = "  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True))
@@ -35,7 +53,8 @@ def _cell(value: object) -> str:
     if isinstance(value, bytes):
         return f"<{len(value)} bytes>"
     text = "NULL" if value is None else str(value)
-    text = text.replace("\n", " ")
+    # Escaped after a first cut: a huge cell is not scanned whole for 60 characters.
+    text = escape_control(text[:61].replace("\n", " "))
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -3,13 +3,15 @@
 Shards are found with the same listing as the learner's catalog; a shard whose footer cannot be
 read, or whose schema or version is foreign, is left out with a warning (and not moved: reading
 must not change the store); a shard whose data pages turn out unreadable during a query is named,
-left out the same way, and the query rerun. Only queries run, on a connection that can read
-nothing but the shards (see `storage.sql_guard`).
+left out the same way, and the query rerun; a shard that is a symbolic link is left out too (DuckDB
+may read only the store's real folder). Only queries run, on a connection that can read nothing but
+the shards (see `storage.sql_guard`), within limits of time, memory and spill (`storage.sql_limits`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +22,7 @@ import pyarrow as pa
 from storage.catalog import BadShard, check_footer, list_shards, try_read_shard
 from storage.schema import STEP_SCHEMA, SchemaError
 from storage.sql_guard import ReadOnlyError, check_read_only, explain_refusal, lock_down
+from storage.sql_limits import QueryLimits, SqlLimitError, SqlSettings
 from storage.store import Store, redact
 
 log = logging.getLogger(__name__)
@@ -27,7 +30,8 @@ log = logging.getLogger(__name__)
 VIEWS_SQL = (Path(__file__).parent / "sql" / "views.sql").read_text()
 VIEW_NAMES = ("steps", "episodes", "tasks", "policies")
 
-__all__ = ["ReadOnlyError", "SqlSession", "check_read_only", "open_sql"]
+__all__ = ["ReadOnlyError", "SqlLimitError", "SqlSession", "SqlSettings", "check_read_only", "open_sql"]
+_BATCH_ROWS = 65_536
 
 
 @dataclass
@@ -35,6 +39,7 @@ class SqlSession:
     con: duckdb.DuckDBPyConnection
     store: Store
     shards: list[str]
+    limits: QueryLimits
     skipped: list[BadShard] = field(default_factory=list)
     _probed: bool = False
 
@@ -56,12 +61,28 @@ class SqlSession:
 
     def _run(self, statement: str) -> pa.Table:
         try:
-            return self.con.sql(statement).to_arrow_table()
+            with self.limits.timed(self.con):
+                return self._fetch(statement)
         except duckdb.Error as exc:
             refusal = explain_refusal(exc)
             if refusal is not None:
                 raise refusal from None
             raise
+
+    def _fetch(self, statement: str) -> pa.Table:
+        """The result, batch by batch: a result larger than the memory limit stops the query (the
+        Arrow copy lives outside DuckDB's own accounting: a 300 MB result passed a 20 MB limit)."""
+        reader = self.con.sql(statement).to_arrow_reader(_BATCH_ROWS)
+        batches, size = [], 0
+        try:
+            for batch in reader:
+                size += batch.nbytes
+                if size > self.limits.settings.memory_limit:
+                    raise self.limits.result_too_large(size)
+                batches.append(batch)
+        except (pa.ArrowException, OSError) as exc:
+            raise _as_duckdb_error(exc) from None
+        return pa.Table.from_batches(batches, reader.schema)
 
     def _probe(self) -> list[BadShard]:
         self._probed = True
@@ -88,6 +109,7 @@ class SqlSession:
 
     def close(self) -> None:
         self.con.close()
+        self.limits.close()
 
 
 # Errors in the query itself (names, types, syntax, the sandbox): reading shards again cannot help.
@@ -103,10 +125,33 @@ _QUERY_ERRORS = (
 )
 
 
+# DuckDB's errors while streaming reach Python through Arrow's C stream as a plain OSError that
+# keeps only the message ("Out of Memory Error: ..."): its prefix gives the type back.
+_ERROR_TYPES = {
+    "Out of Memory Error": duckdb.OutOfMemoryException,
+    "INTERRUPT Error": duckdb.InterruptException,
+    "Conversion Error": duckdb.ConversionException,
+    "Out of Range Error": duckdb.OutOfRangeException,
+    "Permission Error": duckdb.PermissionException,
+    "Invalid Input Error": duckdb.InvalidInputException,
+    "IO Error": duckdb.IOException,
+}
+
+
+def _as_duckdb_error(exc: Exception) -> duckdb.Error:
+    message = str(exc)
+    kind = next((t for prefix, t in _ERROR_TYPES.items() if message.startswith(prefix)), duckdb.Error)
+    return kind(message)
+
+
 def _valid_shards(store: Store) -> tuple[list[str], list[BadShard]]:
     paths = [s.path for s in list_shards(store)]
 
     def check(path: str) -> BadShard | None:
+        if store.is_local and os.path.realpath(path) != path:  # the root is resolved: a link inside
+            # DuckDB may read only the real folder, so the linked file fails every query: leave it out.
+            reason = f"a symbolic link (to {os.path.realpath(path)}); only files inside the store are read"
+            return BadShard(path=path, reason=reason, moved_to=None)
         try:
             check_footer(store, path)
         except (SchemaError, pa.ArrowException, OSError, ValueError) as exc:
@@ -131,15 +176,23 @@ def _create_views(con: duckdb.DuckDBPyConnection, store: Store, shards: list[str
     con.execute(VIEWS_SQL)
 
 
-def open_sql(store: Store, *, threads: int = 2) -> SqlSession:
-    """An in-memory DuckDB connection with the store's views, locked down to reading the shards.
+def open_sql(store: Store, *, threads: int = 2, settings: SqlSettings | None = None) -> SqlSession:
+    """An in-memory DuckDB connection with the store's views, locked down to reading the shards, and
+    limited in time, memory and spill space (`settings`, default: the `DISTRL_SQL_*` variables).
 
     S3 is read through s3fs (a registered fsspec filesystem), so no DuckDB extension is involved.
     """
+    limits = QueryLimits(settings or SqlSettings())
     con = duckdb.connect(":memory:", config={"threads": threads})
-    shards, bad = _valid_shards(store)
-    if not store.is_local:
-        con.register_filesystem(store.fs)
-    _create_views(con, store, shards)
-    lock_down(con, store.url(store.trajectories))
-    return SqlSession(con=con, store=store, shards=shards, skipped=bad)
+    try:
+        limits.apply(con)
+        shards, bad = _valid_shards(store)
+        if not store.is_local:
+            con.register_filesystem(store.fs)
+        _create_views(con, store, shards)
+        lock_down(con, store.url(store.trajectories))
+    except BaseException:
+        con.close()
+        limits.close()
+        raise
+    return SqlSession(con=con, store=store, shards=shards, limits=limits, skipped=bad)

@@ -12,23 +12,27 @@ import os
 import posixpath
 import re
 import socket
+import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TextIO
 
 import fsspec
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from storage.secrets import redact
 
 TRAJECTORIES_DIR = "trajectories"
 QUARANTINE_DIR = "quarantine"
 REPLAY_STATE_DIR = "replay"
 
 log = logging.getLogger(__name__)
-
-_SECRET_ENV_VARS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID", "DISTRL_JUDGE_API_KEY")
 
 
 class StoreSettings(BaseSettings):
@@ -107,13 +111,30 @@ def open_store(uri: str | None = None, *, endpoint_url: str | None = None) -> St
     return Store(uri=uri, protocol="file", root=local.as_posix())
 
 
-def redact(text: str) -> str:
-    """Remove the values of known secret environment variables from a message before it is logged."""
-    for name in _SECRET_ENV_VARS:
-        value = os.environ.get(name)
-        if value and len(value) >= 4:
-            text = text.replace(value, f"<{name}>")
-    return text
+def check_store_root(store: Store) -> None:
+    """Raise `ValueError` (one line) unless `store` can be read: a local folder that exists, or a
+    bucket that exists at a reachable endpoint. An empty store is fine; a typo is not an empty store."""
+    if store.is_local:
+        root = Path(store.root)
+        if root.is_file():
+            raise ValueError(f"{store.uri!r} is a file, not a store folder")
+        if not root.is_dir():
+            raise ValueError(f"{store.uri!r}: no such folder (nothing has been collected there)")
+        return
+    import botocore.exceptions  # type: ignore[import-untyped]
+
+    bucket = store.root.split("/", 1)[0]
+    where = store.endpoint_url or "AWS"
+    try:
+        store.fs.ls(bucket, refresh=True)  # `exists(bucket)` answers False for an unreachable endpoint
+    except FileNotFoundError:
+        raise ValueError(f"{store.uri!r}: no bucket {bucket!r} at {where}") from None
+    except (OSError, botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+        detail = redact(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        raise ValueError(
+            f"{store.uri!r}: cannot read S3 at {where} ({detail}); check DISTRL_S3_ENDPOINT_URL "
+            "(or AWS_ENDPOINT_URL), the network and the credentials"
+        ) from None
 
 
 def atomic_put(store: Store, path: str, payload: bytes) -> None:
@@ -193,13 +214,73 @@ class RedactSecrets(logging.Filter):
         return True
 
 
+class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes each record to `sys.stderr` as it is when the record comes, not when the handler was made.
+
+    A handler that keeps the stream of its creation writes into a closed file once that stream is
+    replaced and closed (pytest's capture, `contextlib.redirect_stderr`): every later record in the
+    process then fails with "I/O operation on closed file".
+    """
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _: TextIO) -> None:
+        pass  # StreamHandler.__init__ and setStream assign it; the current stderr always wins
+
+
 def configure_logging(level: int = logging.WARNING) -> None:
-    """Root logging for the CLI and flows: secrets redacted on every handler, chatty AWS loggers capped."""
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for handler in logging.getLogger().handlers:
+    """Root logging for the CLI and flows: one stderr handler, secrets redacted on every handler,
+    chatty AWS loggers capped.
+
+    Prefect's import puts its console handler on the root logger, bound to the stderr of that
+    moment; the CLI's process owns its root logger, so that handler is replaced by one that follows
+    the current stderr. Called again, it only changes the level.
+    """
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if type(handler).__name__ == "PrefectConsoleHandler":
+            root.removeHandler(handler)
+    ours = next((h for h in root.handlers if isinstance(h, StderrHandler)), None)
+    if ours is None:
+        ours = StderrHandler()
+        ours.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(ours)
+    # The handler's level too: a library that sets its own logger to INFO (werkzeug) stays quiet without -v.
+    ours.setLevel(level)
+    root.setLevel(level)
+    for handler in root.handlers:
         if not any(isinstance(f, RedactSecrets) for f in handler.filters):
             handler.addFilter(RedactSecrets())
     # Capped at INFO unless DEBUG is asked for; then the filter above is what keeps the keys out
     # of botocore's signing records.
-    for noisy in ("botocore", "aiobotocore", "s3fs", "urllib3", "fsspec"):
+    for noisy in _NOISY:
         logging.getLogger(noisy).setLevel(level if level <= logging.DEBUG else max(level, logging.INFO))
+
+
+_NOISY = ("botocore", "aiobotocore", "s3fs", "urllib3", "fsspec")
+
+
+@contextmanager
+def logging_restored() -> Iterator[None]:
+    """Undo, on exit, what `configure_logging` and Prefect's import did to the root logger.
+
+    For a caller that runs the CLI inside its own process (tests, notebooks): without it the root
+    kept a handler bound to a stream that was closed since, and the level of the last `-v`.
+    """
+    root = logging.getLogger()
+    saved = root.level, list(root.handlers), {n: logging.getLogger(n).level for n in _NOISY}
+    try:
+        yield
+    finally:
+        root.setLevel(saved[0])
+        for handler in list(root.handlers):
+            if handler not in saved[1]:
+                root.removeHandler(handler)
+        for name, level in saved[2].items():
+            logging.getLogger(name).setLevel(level)

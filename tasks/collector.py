@@ -35,6 +35,16 @@ from storage.registry import PolicyRegistry
 from storage.schema import steps_to_table
 from storage.shards import ShardFlushError, ShardWriter, ShardWriterConfig
 from storage.store import open_store
+from tasks.bounds import (
+    MAX_BATCH,
+    MAX_MINUTES,
+    MAX_SECONDS,
+    MAX_SEED,
+    MAX_THREADS,
+    MAX_UPDATES,
+    Family,
+    Split,
+)
 from tasks.mlflow_metrics import log_metrics
 from tasks.retry import only_transient, with_retries
 from tasks.stop import should_stop
@@ -55,40 +65,55 @@ class CollectorParams(BaseModel):
     pool: str = Field("sim", description="Agent pool (shard partition and Prefect work pool).")
     collector_id: str = Field("c0", description="Collector name, unique within the pool.")
     env_kind: EnvKind = Field("sim", description="'sim' (SimDroid) or 'adb' (devices behind an ADB server).")
-    num_envs: int = Field(4, ge=1, description="Simulated environments stepped together (env_kind='sim').")
+    num_envs: int = Field(
+        4, ge=1, le=MAX_THREADS, description="Simulated environments stepped together (env_kind='sim')."
+    )
     serials: list[str] = Field(default_factory=list, description="Device serials (env_kind='adb').")
     adb_host: str = Field("127.0.0.1", description="ADB server host (env_kind='adb').")
-    adb_port: int = Field(5037, description="ADB server port (env_kind='adb').")
+    adb_port: int = Field(5037, ge=1, le=65535, description="ADB server port (env_kind='adb').")
     adb_fake_server: bool = Field(
         False,
         description="The ADB server is `distrl fake-adb` (tasks are loaded and checked through its simdroid "
         "shell commands); otherwise real devices, reset to HOME and scored by rule checks.",
     )
-    family: str | None = Field(None, description="Task family to train on (None: all).")
-    split: str = Field("train", description="Task split the collector samples from.")
+    family: Family | None = Field(None, description="Task family to train on (None: all).")
+    split: Split = Field("train", description="Task split the collector samples from.")
     policy_alias: str = Field("latest", description="Registry alias (or version) the collector follows.")
-    episodes_per_batch: int = Field(8, ge=1, description="Episodes stepped together between policy polls.")
+    episodes_per_batch: int = Field(
+        8, ge=1, le=MAX_BATCH, description="Episodes stepped together between policy polls."
+    )
     task_run_seconds: float = Field(
         20.0,
         ge=0,
+        le=MAX_SECONDS,
         description="Batches per task run are chosen so a task run lasts about this long (0: one batch "
         "per task run); the collector swaps in a new policy version between task runs.",
     )
-    max_episodes: int | None = Field(None, description="Stop after this many episodes (None: no limit).")
-    max_minutes: float | None = Field(None, description="Stop after this many minutes (None: no limit).")
-    flush_episodes: int = Field(16, ge=1, description="Episodes per shard.")
-    flush_seconds: float = Field(30.0, ge=0, description="Flush a partial shard at least this often.")
+    max_episodes: int | None = Field(
+        None, ge=1, le=MAX_UPDATES, description="Stop after this many episodes (None: no limit)."
+    )
+    max_minutes: float | None = Field(
+        None, gt=0, le=MAX_MINUTES, description="Stop after this many minutes (None: no limit)."
+    )
+    flush_episodes: int = Field(16, ge=1, le=MAX_BATCH, description="Episodes per shard.")
+    flush_seconds: float = Field(
+        30.0, ge=0, le=MAX_SECONDS, description="Flush a partial shard at least this often."
+    )
     store_uri: str | None = Field(None, description="Trajectory store (default: DISTRL_STORE_URI).")
     step_latency_s: float = Field(
-        0.0, ge=0, description="SimDroid only: median emulator-like step latency (heavy-tailed); 0 = none."
+        0.0,
+        ge=0,
+        le=MAX_SECONDS,
+        description="SimDroid only: median emulator-like step latency (heavy-tailed); 0 = none.",
     )
     task_latency_sigma: float = Field(
         0.0,
         ge=0,
+        le=10,
         description="SimDroid only: each episode scales the step latency by a lognormal factor of this shape "
         "(emulator task durations vary ~100x; 1.0 spans 100x between the 1st and 99th percentiles); 0 = none.",
     )
-    seed: int = Field(0, description="Seeds task sampling and episode randomness.")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="Seeds task sampling and episode randomness.")
 
 
 class CollectorSession:

@@ -12,34 +12,33 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from distrl_core.learner.evaluation import HELDOUT_SEED, outcomes_from_text, wilson_interval
 from storage.registry import PolicyRegistry
 from tasks import heldout_curve
+from tasks.bounds import MAX_MINUTES, MAX_SECONDS, MAX_THREADS, Family, Split
 from tasks.evaluation import OUTCOMES_TAG, PROTOCOL_TAG, protocol_name
 
 log = logging.getLogger(__name__)
-
-# distrl_core.envs.simdroid.tasks.FAMILIES, as a type (a test keeps the two equal).
-Family = Literal["general", "webshop"]
 
 
 class EvaluatorParams(BaseModel):
     """Parameters of the `evaluator` deployment (the continuous held-out evaluation)."""
 
-    split: Literal["test", "train"] = Field("test", description="Task split scored (test is held out).")
+    split: Split = Field("test", description="Task split scored (test is held out).")
     family: Family | None = Field("general", description="Task family scored (None: every family).")
     episodes_per_task: int = Field(
         3, ge=1, le=20, description="Greedy episodes per task, each under its own env seed."
     )
     seed: int = Field(HELDOUT_SEED, description="Seed of the evaluation episodes (fixes the protocol).")
-    parallel_envs: int = Field(16, ge=1, le=256, description="SimDroid environments stepped together.")
-    poll_seconds: float = Field(5.0, gt=0, le=3600, description="How often to look for new versions.")
+    parallel_envs: int = Field(
+        16, ge=1, le=MAX_THREADS, description="SimDroid environments stepped together."
+    )
+    poll_seconds: float = Field(5.0, gt=0, le=MAX_SECONDS, description="How often to look for new versions.")
     max_minutes: float | None = Field(
-        None, gt=0, le=525_600, description="Stop after this many minutes (None: until cancelled)."
+        None, gt=0, le=MAX_MINUTES, description="Stop after this many minutes (None: until cancelled)."
     )
     min_improvement: float = Field(
         0.0,

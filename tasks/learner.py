@@ -31,6 +31,7 @@ from storage.replay import Replay, ReplayNotReady, SampleBatch
 from storage.replay_config import ReplaySettings
 from storage.store import open_store
 from tasks.block_log import BlockLog
+from tasks.bounds import MAX_BATCH, MAX_MINUTES, MAX_SECONDS, MAX_SEED, MAX_UPDATES
 from tasks.heldout_curve import ENV_STEPS_TAG, SECONDS_TAG
 from tasks.mlflow_metrics import log_metrics, start_tracked_run
 from tasks.retry import only_transient, with_retries
@@ -41,14 +42,22 @@ log = logging.getLogger(__name__)
 class LearnerParams(BaseModel):
     """Parameters of the `learn` deployment."""
 
-    batch_size: int = Field(16, ge=1, description="Trajectories per update.")
-    window: int | None = Field(None, description="Steps per sampled window (None: whole trajectories).")
-    updates_per_block: int = Field(8, ge=1, description="Updates per task run.")
-    publish_every_updates: int = Field(16, ge=1, description="Publish a new version every K updates.")
-    max_updates: int | None = Field(None, description="Stop after this many updates (None: no limit).")
-    max_minutes: float | None = Field(None, description="Stop after this many minutes (None: no limit).")
+    batch_size: int = Field(16, ge=1, le=MAX_BATCH, description="Trajectories per update.")
+    window: int | None = Field(
+        None, ge=1, le=MAX_BATCH, description="Steps per sampled window (None: whole trajectories)."
+    )
+    updates_per_block: int = Field(8, ge=1, le=MAX_UPDATES, description="Updates per task run.")
+    publish_every_updates: int = Field(
+        16, ge=1, le=MAX_UPDATES, description="Publish a new version every K updates."
+    )
+    max_updates: int | None = Field(
+        None, ge=1, le=MAX_UPDATES, description="Stop after this many updates (None: no limit)."
+    )
+    max_minutes: float | None = Field(
+        None, gt=0, le=MAX_MINUTES, description="Stop after this many minutes (None: no limit)."
+    )
     idle_sleep_s: float = Field(
-        1.0, ge=0, description="Wait when the replay is not ready (too small or ratio)."
+        1.0, ge=0, le=MAX_SECONDS, description="Wait when the replay is not ready (too small or ratio)."
     )
     store_uri: str | None = Field(None, description="Trajectory store (default: DISTRL_STORE_URI).")
     background_ingest: bool = Field(
@@ -61,7 +70,7 @@ class LearnerParams(BaseModel):
         description=f"One of {', '.join(get_args(Algorithm))} (see LearnerConfig); gigpo is critic-free, with "
         "groups of episodes of one task and policy version within a batch.",
     )
-    seed: int = Field(0, description="Seeds the learner.")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="Seeds the learner.")
     learner_config: dict[str, Any] = Field(
         default_factory=dict,
         description="Overrides of LearnerConfig fields other than algorithm and seed, e.g. "

@@ -27,6 +27,7 @@ from distrl_core.learner.config import LearnerConfig
 from storage.catalog import Catalog, ShardInfo
 from storage.registry import CHAMPION, LATEST, PolicyRegistry
 from storage.replay_config import ReplaySettings
+from storage.secrets import redact
 from tasks.evaluation import HELDOUT_TAG
 from tasks.learner import LearnerParams, LearnerSession, open_learner
 from tasks.retry import only_transient
@@ -170,7 +171,7 @@ def resolve_start_version(ref: str) -> tuple[int, str]:
         return latest, LATEST
     raise LookupError(
         f"no policy version for {ref!r} in registered model '{registry.name}' at "
-        f"{registry.settings.tracking_uri}: a retrain fine-tunes an existing version. Publish one first "
+        f"{redact(registry.settings.tracking_uri)}: a retrain fine-tunes an existing version. Publish one first "
         "(`distrl train-local` publishes a warm start as version 1; the `learn` deployment publishes more), "
         "check DISTRL_MLFLOW_TRACKING_URI / DISTRL_MLFLOW_MODEL_NAME, or pass start_policy=<version>."
     )

@@ -83,6 +83,7 @@ def test_bad_learner_override_and_bad_replay_variable(tmp_path) -> None:
 def test_misspelled_variables_are_reported(tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.setenv("DISTRL_REPLAY_MIN_PRIORTY", "0.5")
     monkeypatch.setenv("DISTRL_STORE_URL", "s3://bucket/x")
+    (tmp_path / "store").mkdir()
     code, err = _run(["sql", "SELECT 1 AS one", "--store", str(tmp_path / "store")], capsys)
     assert code == 0
     assert "DISTRL_REPLAY_MIN_PRIORTY is not used (did you mean DISTRL_REPLAY_MIN_PRIORITY?)" in err

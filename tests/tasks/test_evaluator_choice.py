@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import get_args
 
 from distrl_core.envs.simdroid.tasks import FAMILIES
+from tasks.bounds import Family
 from tasks.evaluation import OUTCOMES_TAG, PROTOCOL_TAG
-from tasks.evaluator import EvaluatorParams, Family, choose_next, newest_scored, report_from_tags
+from tasks.evaluator import EvaluatorParams, choose_next, newest_scored, report_from_tags
 
 
 def test_keeping_up_scores_every_version_in_order() -> None:

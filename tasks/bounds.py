@@ -1,0 +1,23 @@
+"""Bounds and choices shared by the flows' parameter models, so that the CLI (whose options derive
+from the models, `flows.cli_options`) and the deployments refuse the same values.
+
+Without them `--collectors 99999999999999999999999` started threads until memory ran out,
+`--recent-days 99999999999999999999` ended in an OverflowError, and `--family bogusfam` trained on
+nothing. The ceilings are far above any sensible run and well below what breaks: they catch typos
+and runaway values, not ambition.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Family = Literal["general", "webshop"]  # distrl_core.envs.simdroid.tasks.FAMILIES
+Split = Literal["train", "test"]  # distrl_core.envs.simdroid.tasks.SPLITS
+
+MAX_SEED = 2**32 - 1  # numpy's legacy seeding and most RNGs take 32 bits; negative seeds fail in numpy
+MAX_THREADS = 256  # collectors or environments in one process: each holds a policy or an emulator
+MAX_BATCH = 65_536  # episodes, trajectories or steps handled together
+MAX_UPDATES = 100_000_000
+MAX_MINUTES = 60 * 24 * 366  # a year
+MAX_SECONDS = 86_400.0  # a day, for latencies, intervals and waits
+MAX_DAYS = 3_660  # ten years of daily partitions
