@@ -1,0 +1,99 @@
+"""The demo over seeds: `distrl demo --seed s` for each seed, one process after the other (each run
+owns the machine, as a user's `make demo` does), and the summary over seeds.
+
+Per seed it keeps the demo's own `summary.json` (held-out success of the warm start and of the last
+version with their 95 % Wilson intervals, the continuous evaluator's curve, learner updates); over
+seeds the mean gain and final success with 95 % t-intervals, and how many seeds gain at least
+``--target`` with disjoint intervals. Writes bench/results/demo_seeds.json.
+
+    .venv/bin/python -m bench.demo_seeds [--seeds 0 1 2 3 4] [--minutes 6] [--target 0.15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench._common import machine, write_result
+from bench._stats import fmt_interval, t_interval
+
+
+def run_seed(seed: int, minutes: float, root: Path) -> dict[str, Any]:
+    """One demo in its own process; its summary, kept beside the others."""
+    started = time.monotonic()
+    argv = [sys.executable, "-m", "flows.cli", "demo", "--seed", str(seed), "--minutes", str(minutes)]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    summary_path = Path(".distrl/demo/summary.json")
+    if done.returncode != 0 or not summary_path.exists():
+        raise RuntimeError(
+            f"demo --seed {seed} exited with {done.returncode}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+        )
+    kept = root / f"seed{seed}"
+    kept.mkdir(parents=True, exist_ok=True)
+    shutil.copy(summary_path, kept / "summary.json")
+    shutil.copy(Path(".distrl/demo/learning_curve.png"), kept / "learning_curve.png")
+    summary = json.loads(summary_path.read_text())
+    summary["process_wall_s"] = round(time.monotonic() - started, 1)
+    return summary
+
+
+def separated_gain(run: dict[str, Any], target: float) -> bool:
+    """Gained at least `target` and the two 95 % intervals do not overlap."""
+    gain = run["heldout_success_final"] - run["heldout_success_warm_start"]
+    return gain >= target and run["heldout_ci_final"][0] > run["heldout_ci_warm_start"][1]
+
+
+def summarise(runs: list[dict[str, Any]], target: float) -> dict[str, Any]:
+    gains = [r["heldout_success_final"] - r["heldout_success_warm_start"] for r in runs]
+    return {
+        "gain": t_interval(gains),
+        "warm_start": t_interval([r["heldout_success_warm_start"] for r in runs]),
+        "final": t_interval([r["heldout_success_final"] for r in runs]),
+        "seeds_meeting_target": sum(separated_gain(r, target) for r in runs),
+        "target": f"gain >= {target} with disjoint 95 % intervals",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--minutes", type=float, default=6.0, help="the demo's RL budget")
+    parser.add_argument("--target", type=float, default=0.15, help="gain a seed should reach")
+    parser.add_argument(
+        "--root", default=".distrl/bench/demo_seeds", help="where each seed's summary is kept"
+    )
+    parser.add_argument("--out", default="demo_seeds")
+    args = parser.parse_args()
+    before = machine()
+    runs = []
+    for seed in args.seeds:
+        run = run_seed(seed, args.minutes, Path(args.root))
+        runs.append(run)
+        print(
+            f"seed {seed}: held-out {run['heldout_success_warm_start']:.3f} -> {run['heldout_success_final']:.3f} "
+            f"(v{run['final_version']}, {run['process_wall_s'] / 60:.1f} min)",
+            flush=True,
+        )
+    document = {
+        "benchmark": "demo_seeds",
+        "command": f"python -m bench.demo_seeds --seeds {' '.join(map(str, args.seeds))} --minutes {args.minutes:g}",
+        "machine": before,
+        "loadavg_after": machine()["loadavg_1_5_15"],
+        "runs": runs,
+        **summarise(runs, args.target),
+    }
+    path = write_result(args.out, document)
+    print(
+        f"gain {fmt_interval(document['gain'])}; final {fmt_interval(document['final'])}; "
+        f"{document['seeds_meeting_target']}/{len(runs)} seeds {document['target']}; wrote {path}"
+    )
+
+
+if __name__ == "__main__":
+    main()
