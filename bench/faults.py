@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import socket
-import subprocess
 import sys
 import tempfile
 import uuid
@@ -32,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from bench.faults_env import SCENARIOS as ENV_SCENARIOS
 from bench.faults_env import row
-from bench.probes import SQL_ATTACKS, bad_shards, kill_writer_loop
+from bench.probes import SQL_ATTACKS, bad_shards, debug_sql_count, kill_writer_loop
 from storage.store import Store, open_store
 
 if TYPE_CHECKING:
@@ -226,23 +225,7 @@ def secret_canaries_debug_sql_s3(ctx: Context) -> dict:
     store = ctx.store("s3")
     _fill(store, 3)
     env = dict(os.environ, PYTHONPATH=str(ROOT), DISTRL_JUDGE_API_KEY=JUDGE_KEY)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "flows.cli",
-            "-vv",
-            "sql",
-            "SELECT count(*) FROM episodes",
-            "--store",
-            store.uri,
-        ],
-        env=env,
-        cwd=ctx.folder(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = debug_sql_count(store.uri, env, ctx.folder())
     output = done.stdout + done.stderr
     return row(
         "secret_canaries_debug_sql_s3",
@@ -328,17 +311,7 @@ def secret_canaries_credentials_file_s3(ctx: Context) -> dict:
         "AWS_SHARED_CREDENTIALS_FILE": str(work / "credentials"),
         "HOME": str(work),
     }
-    argv = [
-        sys.executable,
-        "-m",
-        "flows.cli",
-        "-vv",
-        "sql",
-        "SELECT count(*) FROM episodes",
-        "--store",
-        store.uri,
-    ]
-    done = subprocess.run(argv, env=env, cwd=work, capture_output=True, text=True, timeout=300)
+    done = debug_sql_count(store.uri, env, work)
     output = done.stdout + done.stderr
     return row(
         "secret_canaries_credentials_file_s3",

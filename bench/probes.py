@@ -187,3 +187,14 @@ def _writer(uri: str, ack_file: str, kb: int) -> None:
 
 if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "writer":
     _writer(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+
+
+def debug_sql_count(
+    store_uri: str, env: dict[str, str], cwd: Path, timeout_s: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """`distrl -vv sql "SELECT count(*) FROM episodes"` in a child process: the most talkative way to
+    touch S3 (botocore logs every signed request), for probes that look for leaked secrets."""
+    argv = [sys.executable, "-m", "flows.cli", "-vv", "sql", "SELECT count(*) AS n FROM episodes", "--store"]
+    return subprocess.run(
+        [*argv, store_uri], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout_s
+    )

@@ -109,15 +109,7 @@ def _score(
     if training_run and training_run not in started_runs:
         started_runs.add(training_run)
         _ensure_start_point(registry, params, training_run, tags)
-    report = evaluate_version(
-        version,
-        split=params.split,
-        family=params.family,
-        seed=params.seed,
-        parallel_envs=params.parallel_envs,
-        episodes_per_task=params.episodes_per_task,
-        in_distribution=False,
-    )
+    report = evaluate_version(version, **params.evaluation_args(), in_distribution=False)
     if record_evaluation(report, params.min_improvement, training_run=training_run):
         summary["promoted"].append(version)
     summary["scored"].append(version)
@@ -137,15 +129,7 @@ def _ensure_start_point(
         return
     report = ev.report_from_tags(start, tags[start], params.protocol)
     if report is None:
-        report = evaluate_version(
-            start,
-            split=params.split,
-            family=params.family,
-            seed=params.seed,
-            parallel_envs=params.parallel_envs,
-            episodes_per_task=params.episodes_per_task,
-            in_distribution=False,
-        )
+        report = evaluate_version(start, **params.evaluation_args(), in_distribution=False)
         record_evaluation(report, params.min_improvement, training_run=training_run, starting_version=True)
         return
     from tasks import heldout_curve

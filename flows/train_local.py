@@ -151,7 +151,7 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
         )
         logger.info("warm start published as version %d", warm)
     protocol = _evaluator_params(params)
-    baseline = evaluate_version(warm, **_protocol_args(protocol)) if params.evaluate else None
+    baseline = evaluate_version(warm, **protocol.evaluation_args()) if params.evaluate else None
     if baseline is not None:
         # Not on a curve of its own: the evaluator puts it at the start of the learner's curve.
         record_evaluation(baseline, add_to_curve=False)
@@ -216,17 +216,6 @@ def _evaluator_params(params: TrainLocalParams) -> EvaluatorParams:
     return EvaluatorParams(family=params.family, poll_seconds=2.0)
 
 
-def _protocol_args(protocol: EvaluatorParams) -> dict[str, Any]:
-    """evaluate_version's arguments for the evaluator's protocol (the same episodes: pairable)."""
-    return {
-        "split": protocol.split,
-        "family": protocol.family,
-        "seed": protocol.seed,
-        "episodes_per_task": protocol.episodes_per_task,
-        "parallel_envs": protocol.parallel_envs,
-    }
-
-
 def _final_report(
     final: int, baseline: dict | None, evaluated: dict[str, Any] | None, protocol: EvaluatorParams
 ) -> dict | None:
@@ -239,7 +228,7 @@ def _final_report(
         return baseline
     report = reports.get(final)
     if report is None:
-        report = evaluate_version(final, **_protocol_args(protocol), in_distribution=False)
+        report = evaluate_version(final, **protocol.evaluation_args(), in_distribution=False)
         record_evaluation(report)
     inside = evaluate_version(
         final,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -51,6 +52,16 @@ class EvaluatorParams(BaseModel):
     @property
     def protocol(self) -> str:
         return protocol_name(self.split, self.family, self.episodes_per_task, self.seed)
+
+    def evaluation_args(self) -> dict[str, Any]:
+        """`evaluate_version`'s arguments for this protocol: every version plays the same episodes."""
+        return {
+            "split": self.split,
+            "family": self.family,
+            "seed": self.seed,
+            "episodes_per_task": self.episodes_per_task,
+            "parallel_envs": self.parallel_envs,
+        }
 
 
 def choose_next(published: Sequence[int], newest_scored: int | None) -> tuple[int | None, list[int]]:

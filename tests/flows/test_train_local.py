@@ -50,6 +50,16 @@ def test_async_run_publishes_versions_that_collectors_pick_up(embedded_home: Pat
     session.close()
     from flows.status import status_report
 
+    # The continuous evaluator scored versions while it ran; the curve's axes are the learner's tags.
+    curve = result["heldout_curve"]
+    assert curve[0]["version"] == 1 and (curve[0]["seconds"], curve[0]["env_steps"]) == (0.0, 0)
+    assert curve[-1]["version"] == registry.resolve("latest")
+    for point in curve[1:]:
+        tags = registry.tags(point["version"])
+        assert point["seconds"] == pytest.approx(float(tags["seconds_since_learner_start"]))
+        assert point["env_steps"] == int(tags["env_steps"]) > 0
+    assert result["evaluator"]["scored"][-1] == registry.resolve("latest")
     report = status_report()
+    assert "Held-out curve: held-out curve of learner" in report
     assert f"v{registry.resolve('latest')}" in report and "champion" in report
     assert "pool_a" in report and "Last evaluation" in report and "Learner learner" in report

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench.probes import debug_sql_count
 from storage.secrets import redact
 from storage.store import RedactSecrets, Store
 from tests.reliability.conftest import fill
@@ -29,15 +30,7 @@ def test_debug_logs_hold_no_key_from_a_credentials_file(s3_store: Store, tmp_pat
     )
     env = {k: v for k, v in os.environ.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
     env |= {"PYTHONPATH": str(ROOT), "AWS_SHARED_CREDENTIALS_FILE": str(credentials), "HOME": str(tmp_path)}
-    query = "SELECT count(*) AS n FROM episodes"
-    done = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "-vv", "sql", query, "--store", s3_store.uri],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = debug_sql_count(s3_store.uri, env, tmp_path, timeout_s=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-3] == "3"
     assert "<AWS_ACCESS_KEY_ID>" in done.stderr, "the file's keys were not used: the probe proves nothing"
