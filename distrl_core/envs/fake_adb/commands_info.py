@@ -129,10 +129,10 @@ def _ip_wlan(up: bool) -> str:
 
 def which(device: FakeDevice, args: list[str], stdin: bytes) -> ShellOutput:
     # The shell's commands are the device's binaries; toybox's which prints nothing for a miss.
-    from distrl_core.envs.fake_adb.shell import COMMANDS  # the full table, built from this module too
+    from distrl_core.envs.fake_adb.shell import BINARIES  # the full table, built from this module too
 
     names = [arg for arg in args if not arg.startswith("-")]
-    found = [f"/system/bin/{name}\n" for name in names if name in COMMANDS]
+    found = [f"/system/bin/{name}\n" for name in names if name in BINARIES]
     return ShellOutput(
         stdout="".join(found).encode(), exit_code=0 if names and len(found) == len(names) else 1
     )

@@ -20,8 +20,8 @@ from PIL import Image
 
 from distrl_core.envs.fake_adb.device import FakeDevice
 from distrl_core.envs.fake_adb.host_services import DeviceTable, host_query
-from distrl_core.envs.fake_adb.shell import ShellOutput, run_shell
-from distrl_core.envs.fake_adb.streams import follow_logcat, following_logcat_args
+from distrl_core.envs.fake_adb.shell import ShellOutput, ShellSession, run_shell
+from distrl_core.envs.fake_adb.streams import SocketTerminal, follow_logcat, following_logcat_args
 from distrl_core.envs.fake_adb.sync_service import serve_sync
 from distrl_core.envs.fake_adb.wire import close_gracefully, read_request, send_fail, send_okay
 from distrl_core.envs.simdroid.faults import DeviceOffline
@@ -98,17 +98,21 @@ def _serve_device(sock: socket.socket, device: FakeDevice, request: str) -> None
         send_fail(sock, "an interactive shell is not supported by the fake device: give a command")
         return
     send_okay(sock)
+    shell_v2 = name == "shell" and "v2" in options
     logcat_args = following_logcat_args(argument)
     if logcat_args is not None:
-        follow_logcat(sock, device, logcat_args, shell_v2=name == "shell" and "v2" in options)
+        follow_logcat(sock, device, logcat_args, shell_v2=shell_v2)
         return
     try:
-        result = run_shell(device, argument)
+        # What the client types reaches `read` (adbutils' screen recorder waits on it for "stop").
+        result = run_shell(
+            device, argument, ShellSession(terminal=SocketTerminal(sock, shell_v2, device.stopping))
+        )
     except DeviceOffline:
         # The transport vanished under the command: the client sees the stream end without an exit status.
         sock.shutdown(socket.SHUT_RDWR)
         return
-    if name == "shell" and "v2" in options:
+    if shell_v2:
         _send_shell_v2(sock, result)
     else:
         sock.sendall(result.merged)

@@ -8,14 +8,23 @@ server), which drops the connection the way a vanishing transport does.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from functools import partial
 
-from distrl_core.envs.fake_adb import commands_debug, commands_info, commands_input, commands_system
+from distrl_core.envs.fake_adb import (
+    commands_debug,
+    commands_info,
+    commands_input,
+    commands_record,
+    commands_system,
+)
 from distrl_core.envs.fake_adb.commands_system import ShellOutput
 from distrl_core.envs.fake_adb.device import FakeDevice
+from distrl_core.envs.fake_adb.shell_jobs import BUILTINS, ShellSession
 from distrl_core.envs.fake_adb.shell_syntax import Pipeline, ShellSyntaxError, SimpleCommand, parse
 
-__all__ = ["ShellOutput", "run_shell"]
+__all__ = ["ShellOutput", "ShellSession", "run_shell"]
 
 CommandFunction = Callable[[FakeDevice, list[str], bytes], ShellOutput]
 
@@ -23,15 +32,24 @@ COMMANDS: dict[str, CommandFunction] = {
     **commands_input.COMMANDS,
     **commands_system.COMMANDS,
     **commands_debug.COMMANDS,
-    **commands_info.COMMANDS,  # last: its dumpsys adds `dumpsys package` to commands_system's
+    **commands_info.COMMANDS,  # after commands_system: its dumpsys adds `dumpsys package`
+    **commands_record.COMMANDS,
 }
+# What `which` finds: the commands, and the builtins that are binaries on a device too (not read/wait).
+BINARIES = {*COMMANDS, "kill", "sh"}
 
-# Commands that do not touch the phone, so a long `sleep` does not block other clients of the device.
-_NO_DEVICE_LOCK = {"sleep", "echo", "true", "false", "grep"}
+# Commands that do not touch the phone, so a long `sleep` does not block other clients of the device;
+# screenrecord takes the lock for each frame it captures.
+_NO_DEVICE_LOCK = {"sleep", "echo", "true", "false", "grep", "screenrecord"}
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
-def run_shell(device: FakeDevice, line: str) -> ShellOutput:
-    """Run ``line`` like ``sh -c line`` on the device; stdout and stderr are kept apart for shell v2."""
+def run_shell(device: FakeDevice, line: str, session: ShellSession | None = None) -> ShellOutput:
+    """Run ``line`` like ``sh -c line`` on the device; stdout and stderr are kept apart for shell v2.
+
+    ``session`` carries variables, jobs and the client's terminal (for ``read``); a fresh one by default.
+    """
+    session = session or ShellSession()
     try:
         pipelines = parse(line)
     except ShellSyntaxError as error:
@@ -41,10 +59,16 @@ def run_shell(device: FakeDevice, line: str) -> ShellOutput:
     for pipeline in pipelines:
         if (pipeline.run_if == "&&" and exit_code != 0) or (pipeline.run_if == "||" and exit_code == 0):
             continue
-        first_word = pipeline.commands[0].words[0].expand(exit_code)
+        session.variables["?"] = str(exit_code)
+        first_word = pipeline.commands[0].words[0].expand(session.variables)
         if first_word == "exit" and len(pipeline.commands) == 1:
-            return _exit(pipeline, exit_code, stdout, stderr, merged)
-        result = _run_pipeline(device, pipeline, exit_code)
+            return _exit(pipeline, session, stdout, stderr, merged)
+        if pipeline.background and len(pipeline.commands) == 1:
+            argv = [word.expand(session.variables) for word in pipeline.commands[0].words]
+            session.start_job(device, argv, partial(_run_command, device, pipeline.commands[0], b"", session))
+            exit_code = 0
+            continue
+        result = _run_pipeline(device, pipeline, session)
         stdout += result.stdout
         stderr += result.stderr
         merged += result.merged
@@ -53,21 +77,22 @@ def run_shell(device: FakeDevice, line: str) -> ShellOutput:
 
 
 def _exit(
-    pipeline: Pipeline, exit_code: int, stdout: bytearray, stderr: bytearray, merged: bytearray
+    pipeline: Pipeline, session: ShellSession, stdout: bytearray, stderr: bytearray, merged: bytearray
 ) -> ShellOutput:
     """``exit [n]`` ends the whole command line (the device's shell) with status n (default: the last)."""
-    args = [word.expand(exit_code) for word in pipeline.commands[0].words[1:]]
+    exit_code = int(session.variables["?"])
+    args = [word.expand(session.variables) for word in pipeline.commands[0].words[1:]]
     if args and args[0].lstrip("-").isdigit():
         exit_code = int(args[0]) & 0xFF
     return ShellOutput(bytes(stdout), bytes(stderr), exit_code, interleaved=bytes(merged))
 
 
-def _run_pipeline(device: FakeDevice, pipeline: Pipeline, last_exit_code: int) -> ShellOutput:
+def _run_pipeline(device: FakeDevice, pipeline: Pipeline, session: ShellSession) -> ShellOutput:
     piped = b""
     stderr = bytearray()
     result = ShellOutput()
     for command in pipeline.commands:
-        result = _run_command(device, command, piped, last_exit_code)
+        result = _run_command(device, command, piped, session)
         piped = result.stdout
         stderr += result.stderr
     # Every stage's stderr reaches the terminal before the last stage's output is complete.
@@ -75,11 +100,22 @@ def _run_pipeline(device: FakeDevice, pipeline: Pipeline, last_exit_code: int) -
 
 
 def _run_command(
-    device: FakeDevice, command: SimpleCommand, stdin: bytes, last_exit_code: int
+    device: FakeDevice, command: SimpleCommand, stdin: bytes, session: ShellSession
 ) -> ShellOutput:
-    argv = [word.expand(last_exit_code) for word in command.words]
+    words = list(command.words)
+    assignments: dict[str, str] = {}
+    while words and _ASSIGNMENT.match(words[0].literal_prefix()):
+        name, _, value = words.pop(0).expand(session.variables).partition("=")
+        assignments[name] = value
+    if not words:  # NAME=value sets a shell variable; before a command it only sets its environment
+        session.variables.update(assignments)
+        return _apply_redirects(device, command, ShellOutput(), session)
+    argv = [word.expand(session.variables) for word in words]
     function = COMMANDS.get(argv[0])
-    if function is None:
+    builtin = BUILTINS.get(argv[0])
+    if builtin is not None:
+        result = builtin(device, session, argv[1:], stdin)
+    elif function is None:
         result = ShellOutput(
             stderr=f"/system/bin/sh: {argv[0]}: inaccessible or not found\n".encode(), exit_code=127
         )
@@ -88,11 +124,11 @@ def _run_command(
     else:
         with device.lock:
             result = function(device, argv[1:], stdin)
-    return _apply_redirects(device, command, result, last_exit_code)
+    return _apply_redirects(device, command, result, session)
 
 
 def _apply_redirects(
-    device: FakeDevice, command: SimpleCommand, result: ShellOutput, last_exit_code: int
+    device: FakeDevice, command: SimpleCommand, result: ShellOutput, session: ShellSession
 ) -> ShellOutput:
     # Like sh: each redirection, left to right, points a descriptor at a destination; then output flows.
     destinations: dict[int, tuple[str, str, bool]] = {
@@ -104,7 +140,7 @@ def _apply_redirects(
             destinations[redirect.fd] = destinations[redirect.to_fd]
         else:
             assert redirect.target is not None
-            destinations[redirect.fd] = ("file", redirect.target.expand(last_exit_code), redirect.append)
+            destinations[redirect.fd] = ("file", redirect.target.expand(session.variables), redirect.append)
     streams = {"stdout": bytearray(), "stderr": bytearray()}
     truncated: set[str] = set()
     for fd, data in ((1, result.stdout), (2, result.stderr)):

@@ -2,13 +2,18 @@
 
 Clients join argv with spaces and quote with single quotes (adbutils uses ``shlex.quote``), chain with
 ``;`` (adbutils appends ``; echo X4EXIT:$?`` to learn the exit code over shell v1), and now and then
-pipe into ``grep`` or redirect to a file. Supported: words with '...' "..." and backslash quoting,
-``$?``, ``;`` ``&&`` ``||`` ``&`` (run in the foreground), ``|``, and the redirections ``>`` ``>>``
-``2>`` ``2>>`` ``2>&1`` ``&>``. Anything else (``$(...)``, globbing, variables) stays literal text.
+pipe into ``grep`` or redirect to a file; adbutils' screen recorder pushes a small script that runs
+``screenrecord "$1" &``, keeps ``PID=$!``, waits on ``read`` and stops it with ``kill -INT $PID; wait``.
+Supported: words with '...' "..." and backslash quoting, parameters (``$?`` ``$!`` ``$$`` ``$#`` ``$0``..``$9``
+``$NAME`` ``${NAME}``, expanded without field splitting), ``NAME=value`` assignments, ``#`` comments,
+newlines, ``;`` ``&&`` ``||`` ``&`` (background), ``|``, and the redirections ``>`` ``>>`` ``2>`` ``2>>``
+``2>&1`` ``&>``. Anything else (``$(...)``, globbing, control flow) stays literal text.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
@@ -16,24 +21,36 @@ class ShellSyntaxError(ValueError):
     pass
 
 
-class ExitStatus:
-    """Placeholder for ``$?`` inside a word; replaced when the command runs."""
+@dataclass(frozen=True)
+class Parameter:
+    """A ``$name`` inside a word (``?``, ``!``, ``1``, ``PID`` ...); replaced when the command runs."""
+
+    name: str
 
     def __repr__(self) -> str:
-        return "$?"
+        return "$" + self.name
 
 
-EXIT_STATUS = ExitStatus()
+EXIT_STATUS = Parameter("?")
 
-WordPart = str | ExitStatus
+WordPart = str | Parameter
+
+# What may follow '$': a special parameter, a positional one, a name, or a braced name.
+_PARAMETER = re.compile(r"\$(?:([?!$#0-9])|([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*|[?!$#0-9])\})")
 
 
 @dataclass
 class Word:
     parts: list[WordPart] = field(default_factory=list)
 
-    def expand(self, last_exit_code: int) -> str:
-        return "".join(part if isinstance(part, str) else str(last_exit_code) for part in self.parts)
+    def expand(self, parameters: int | Mapping[str, str]) -> str:
+        """The word's text; ``parameters`` is the shell's variables, or just the last exit status."""
+        values = {"?": str(parameters)} if isinstance(parameters, int) else parameters
+        return "".join(part if isinstance(part, str) else values.get(part.name, "") for part in self.parts)
+
+    def literal_prefix(self) -> str:
+        """The text before the first parameter, e.g. ``PID=`` of ``PID=$!``."""
+        return self.parts[0] if self.parts and isinstance(self.parts[0], str) else ""
 
 
 @dataclass
@@ -54,6 +71,7 @@ class SimpleCommand:
 class Pipeline:
     commands: list[SimpleCommand]
     run_if: str  # ";" always, "&&" after success, "||" after failure
+    background: bool = False  # ended by '&'
 
 
 _OPERATORS = ("&&", "||", "2>&1", ">&2", "&>", "2>>", ">>", "2>", "1>", ">", ";", "|", "&")
@@ -82,9 +100,16 @@ def _tokenize(line: str) -> list[Word | str]:  # noqa: C901 — a lexer: one loo
     index = 0
     while index < len(line):
         char = line[index]
-        if char in " \t\n":
+        if char in " \t":
             end_word()
             index += 1
+        elif char == "\n":
+            end_word()
+            tokens.append("\n")
+            index += 1
+        elif char == "#" and current is None and not literal:
+            newline = line.find("\n", index)
+            index = len(line) if newline < 0 else newline
         elif char == "'":
             closing = line.find("'", index + 1)
             if closing < 0:
@@ -100,11 +125,11 @@ def _tokenize(line: str) -> list[Word | str]:  # noqa: C901 — a lexer: one loo
                 literal.append(line[index + 1])
             current = current or Word()
             index += 2
-        elif line.startswith("$?", index):
+        elif (match := _PARAMETER.match(line, index)) is not None:
             flush_literal()
             current = current or Word()
-            current.parts.append(EXIT_STATUS)
-            index += 2
+            current.parts.append(Parameter(next(group for group in match.groups() if group)))
+            index = match.end()
         else:
             operator = next((op for op in _OPERATORS if line.startswith(op, index)), None)
             # "2>" and "1>" are operators only at the start of a word, as in sh.
@@ -126,12 +151,12 @@ def _read_double_quoted(line: str, index: int, word: Word, literal: list[str]) -
         char = line[index]
         if char == '"':
             return index + 1
-        if line.startswith("$?", index):
+        if (match := _PARAMETER.match(line, index)) is not None:
             if literal:
                 word.parts.append("".join(literal))
                 literal.clear()
-            word.parts.append(EXIT_STATUS)
-            index += 2
+            word.parts.append(Parameter(next(group for group in match.groups() if group)))
+            index = match.end()
             continue
         if char == "\\" and index + 1 < len(line) and line[index + 1] in '"\\$`':
             literal.append(line[index + 1])
@@ -158,13 +183,15 @@ def parse(line: str) -> list[Pipeline]:
             if not commands[-1].words:
                 raise ShellSyntaxError("syntax error: '|' unexpected")
             commands.append(SimpleCommand())
-        elif token in (";", "&&", "||", "&"):
+        elif token == "\n" and not commands[-1].words and not commands[-1].redirects:
+            continue  # a blank line, or a line that ends in '&&', '||' or '|' and goes on below
+        elif token in (";", "&&", "||", "&", "\n"):
             if not commands[-1].words:
                 if token in (";", "&") and len(commands) == 1:
                     continue  # empty statement, e.g. a trailing ';'
                 raise ShellSyntaxError(f"syntax error: '{token}' unexpected")
-            pipelines.append(Pipeline(commands, run_if))
-            commands, run_if = [SimpleCommand()], (";" if token == "&" else token)
+            pipelines.append(Pipeline(commands, run_if, background=token == "&"))
+            commands, run_if = [SimpleCommand()], (token if token in ("&&", "||") else ";")
         else:
             index = _redirect(commands[-1], token, tokens, index)
     _end_line(pipelines, commands, run_if)
