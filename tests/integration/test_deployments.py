@@ -71,16 +71,21 @@ def _wait(stack: Stack, client, run_ids: list[UUID], timeout_s: float) -> dict[U
         time.sleep(2)
 
 
-def _learner_curve(registry: PolicyRegistry, timeout_s: float) -> list:
-    """The learner's held-out curve once it holds its last version (or the timeout passed)."""
+def _learner_curve(registry: PolicyRegistry, stack: Stack, timeout_s: float) -> list:
+    """The learner's held-out curve drawn by the evaluator `distrl up` started (its protocol: the
+    on-demand `evaluate` run plays other episodes, on a curve of its own), once it holds the last
+    version (or the timeout passed)."""
+    from tasks.evaluator import EvaluatorParams
     from tasks.heldout_curve import CURVE_ROLE, read_curve
 
+    protocol = EvaluatorParams(**stack.config.evaluator_params).protocol
     deadline = time.monotonic() + timeout_s
     last = registry.resolve("latest")
     learner_run = registry.client.get_model_version(registry.name, str(last)).run_id
     while True:
         found = registry.client.search_runs(
-            [registry.experiment_id()], f"tags.role = '{CURVE_ROLE}' and tags.training_run = '{learner_run}'"
+            [registry.experiment_id()],
+            f"tags.role = '{CURVE_ROLE}' and tags.training_run = '{learner_run}' and tags.protocol = '{protocol}'",
         )
         points = read_curve(registry, found[0].info.run_id) if found else []
         if (points and points[-1].version == last) or time.monotonic() > deadline:
@@ -154,7 +159,7 @@ def test_collectors_and_learner_across_work_pools(stack: Stack) -> None:
         assert evaluations and "heldout_success" in evaluations[0].data.metrics
         # Nobody asked for these: the evaluator that `distrl up` started scored the learner's versions
         # as they were published, onto the learner's held-out curve.
-        points = _learner_curve(registry, timeout_s=300)
+        points = _learner_curve(registry, stack, timeout_s=300)
         assert len(points) >= 3, points
         assert points[0].seconds == 0 and points[0].env_steps == 0  # the warm start
         assert all(
