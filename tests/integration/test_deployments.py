@@ -28,9 +28,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(900
 LEARNER = {
     "params": {
         "batch_size": 4,
-        "updates_per_block": 2,
-        "publish_every_updates": 2,
-        "max_updates": 6,
+        "updates_per_block": 4,
+        # Six versions a few seconds apart: the evaluator `distrl up` started scores most of them
+        # as they appear (it skips to the newest whenever two land during one evaluation).
+        "publish_every_updates": 4,
+        "max_updates": 24,
         "max_minutes": 4.0,
     },
     # Enough steps that the learner must ingest shards written after its first scan of a folder.
@@ -136,7 +138,7 @@ def test_collectors_and_learner_across_work_pools(stack: Stack) -> None:
 
     failed = {run.name: run.state_name for run in runs.values() if not run.state.is_completed()}
     assert not failed, f"{failed}\n{_worker_logs(stack)}"
-    assert runs[learn_id].name == "learn-aride-6-updates" and runs[evaluate_id].name.startswith("evaluate-v")
+    assert runs[learn_id].name == "learn-aride-24-updates" and runs[evaluate_id].name.startswith("evaluate-v")
     with stack.api() as client:
         collected = {p: _task_run_names(client, collect_ids[p]) for p in "ab"}
     assert runs[learn_id].work_pool_name == "learner-gpu"
