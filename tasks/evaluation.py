@@ -30,8 +30,6 @@ from tasks.retry import only_transient
 HELDOUT_TAG = "heldout_success"
 PROTOCOL_TAG = "heldout_protocol"
 OUTCOMES_TAG = "heldout_outcomes"
-CURVE_ROLE = heldout_curve.CURVE_ROLE
-curve_metrics = heldout_curve.curve_metrics
 
 
 def protocol_name(split: str, family: str | None, episodes_per_task: int, seed: int) -> str:
@@ -198,7 +196,7 @@ def record_evaluation(
             "min_improvement": min_improvement,
         },
     )
-    metrics = curve_metrics(report)
+    metrics = heldout_curve.curve_metrics(report)
     if "in_distribution" in report:
         metrics["in_distribution_success"] = report["in_distribution"]["success"]
     log_metrics(registry, run_id, metrics, step=version)
@@ -207,9 +205,9 @@ def record_evaluation(
     _tag_scores(registry, report)
 
     champion, champion_scores = champion_outcomes(registry, report)
-    promoted, diff = beats_with_confidence(outcomes_from_text(report["outcomes"]), champion_scores)
-    if diff is not None:
-        promoted = diff.low > min_improvement
+    promoted, diff = beats_with_confidence(
+        outcomes_from_text(report["outcomes"]), champion_scores, margin=min_improvement
+    )
     if champion == version:
         promoted = False
     if promoted:

@@ -100,11 +100,14 @@ def paired_difference_interval(
 
 
 def beats_with_confidence(
-    challenger: Sequence[bool], champion: Sequence[bool] | None, confidence: float = 0.95
+    challenger: Sequence[bool],
+    champion: Sequence[bool] | None,
+    confidence: float = 0.95,
+    margin: float = 0.0,
 ) -> tuple[bool, PairedDifference | None]:
     """(promote?, the comparison): promote when there is no champion, or when the lower end of the
-    paired difference's interval is above 0."""
+    paired difference's interval is above `margin` (0: better with confidence)."""
     if champion is None:
         return True, None
     diff = paired_difference_interval(challenger, champion, confidence)
-    return diff.low > 0, diff
+    return diff.low > margin, diff
