@@ -12,13 +12,23 @@ every version when it keeps up, else the newest. It runs in the same process as 
 learner, in both modes alike. A version's time is when the learner published it (its
 `seconds_since_learner_start` tag), so the evaluation's own lag is not counted against a mode.
 
-- Target per seed: the synchronous run's final level (mean success of its last 3 evaluated
-  versions), or ``--target`` for a fixed one; both are written into the output.
-- Time to target: the publish time of the first evaluated version at or above the target. A run
-  that never gets there is censored at its budget (its speed-up is then a lower bound, marked).
+- Smoothing: a mode's level at a version is the mean held-out success of its last 3 evaluated
+  versions (fewer at the start). One evaluation has a ±0.1 interval, and the asynchronous run
+  publishes more versions, so a first crossing of the raw curve would favour it by noise alone.
+- Target per seed: the synchronous run's final level (its smoothed level at its last version), or
+  ``--target`` for a fixed one; both are written into the output. A seed whose synchronous run
+  ends at or below its warm start has no target to reach (the warm start meets it at 0 s): its
+  speed-up is undefined, reported as such, and left out of the interval (the count is printed).
+- Time to target: the publish time of the first version whose smoothed level is at or above the
+  target. A run that never gets there is censored at its budget (its speed-up is then a lower
+  bound, marked).
 - Speed-up = sync time / async time per seed; mean with a 95 % t-interval over seeds.
-- Equal wall-clock (the paper's second claim): each mode's held-out success at the end of the
-  budget (the last version published by then), per seed, and the paired difference over seeds.
+- Equal wall-clock (the paper's second claim): each mode's smoothed level at the end of the budget
+  (its last version published by then), per seed, and the paired difference over seeds.
+- Runs in parts: each (family, seed, mode) run is saved to ``--parts`` as it finishes, and a run
+  already there is not repeated; the report is built from every part of the family with the same
+  settings. So a bench too long for one session runs a seed per process, across sessions
+  (``--seeds 0``, later ``--seeds 1``), and ``--report-only`` rebuilds the figure from the parts.
 
 ``--jobs N`` runs the (seed, mode) runs in N processes at once (each with its own Prefect, store
 and registry; one torch thread each). Collectors mostly sleep, so a run needs ~1–2 cores; keep
@@ -26,12 +36,13 @@ N ≤ cores / 2 so that the runs do not slow each other. Writes bench/results/ti
 
     .venv/bin/python -m bench.time_to_target [--seeds 0 1 2] [--minutes 6] [--collectors 16]
         [--step-latency 0.5] [--task-sigma 1.0] [--eval-episodes-per-task 3] [--target 0.5]
-        [--family general|webshop] [--jobs 1] [--out time_to_target_general]
+        [--family general|webshop] [--jobs 1] [--parts DIR] [--report-only] [--out time_to_target_general]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -41,6 +52,7 @@ from typing import Any
 
 from bench._common import (
     LATENCY_MODEL,
+    RESULTS,
     add_pipeline_arguments,
     async_run_params,
     machine,
@@ -51,7 +63,12 @@ from bench._common import (
 )
 from bench._stats import fmt_interval, t_interval
 
-LAST_K = 3
+LAST_K = 3  # versions in the smoothed level
+# Settings a part must share with the invocation to be merged into its report.
+PART_KEYS = (
+    "family", "minutes", "collectors", "step_latency", "task_sigma", "batch_size", "updates_per_block",
+    "publish_every", "min_size_steps", "warm_start_updates", "eval_episodes_per_task",
+)  # fmt: skip
 
 
 def run_one(seed: int, mode: str, settings: dict, root: str) -> dict:
@@ -110,18 +127,27 @@ def run_one(seed: int, mode: str, settings: dict, root: str) -> dict:
     }
 
 
+def smoothed(curve: list[dict], window: int = LAST_K) -> list[float]:
+    """Each version's level: the mean success of it and the evaluated versions just before it."""
+    levels = []
+    for i in range(len(curve)):
+        recent = curve[max(0, i - window + 1) : i + 1]
+        levels.append(sum(p["success"] for p in recent) / len(recent))
+    return levels
+
+
 def time_to(curve: list[dict], target: float, budget_s: float) -> tuple[float, bool]:
-    """(seconds until the first evaluated version at or above target, censored?)."""
-    for point in curve:
-        if point["success"] >= target:
+    """(publish time of the first version whose smoothed level is at or above target, censored?)."""
+    for point, level in zip(curve, smoothed(curve), strict=True):
+        if level >= target - 1e-12:
             return point["t_s"], False
     return budget_s, True
 
 
 def success_at(curve: list[dict], t_s: float) -> float | None:
-    """Held-out success of the newest scored version published at or before `t_s`."""
+    """The smoothed level of the newest scored version published at or before `t_s`."""
     before = [p for p in curve if p["t_s"] <= t_s]
-    return before[-1]["success"] if before else None
+    return smoothed(before)[-1] if before else None
 
 
 def compare(runs: list[dict], fixed_target: float | None) -> list[dict]:
@@ -129,7 +155,8 @@ def compare(runs: list[dict], fixed_target: float | None) -> list[dict]:
     for seed in sorted({r["seed"] for r in runs}):
         sync = next(r for r in runs if r["seed"] == seed and r["mode"] == "sync")
         asyn = next(r for r in runs if r["seed"] == seed and r["mode"] == "async")
-        final_sync = sum(p["success"] for p in sync["curve"][-LAST_K:]) / len(sync["curve"][-LAST_K:])
+        final_sync = smoothed(sync["curve"])[-1]
+        warm_start = sync["curve"][0]["success"]
         target = fixed_target if fixed_target is not None else final_sync
         t_sync, sync_censored = time_to(sync["curve"], target, sync["budget_s"])
         t_async, async_censored = time_to(asyn["curve"], target, asyn["budget_s"])
@@ -138,12 +165,14 @@ def compare(runs: list[dict], fixed_target: float | None) -> list[dict]:
                 "seed": seed,
                 "target": target,
                 "sync_final_level": final_sync,
+                "warm_start_level": warm_start,
+                "sync_improved": final_sync > warm_start,
                 "t_sync_s": t_sync,
                 "t_async_s": t_async,
                 "sync_censored": sync_censored,
                 "async_censored": async_censored,
                 # Both at t = 0 (the warm start already meets the target): no speed-up to measure.
-                "speedup": None if t_async == 0 else t_sync / t_async,
+                "speedup": None if t_async == 0 or t_sync == 0 else t_sync / t_async,
                 "sync_success_at_budget": success_at(sync["curve"], sync["budget_s"]),
                 "async_success_at_budget": success_at(asyn["curve"], asyn["budget_s"]),
             }
@@ -167,15 +196,49 @@ def equal_wall_clock(per_seed: list[dict]) -> dict:
     }
 
 
-def run_all(settings: dict, root: Path) -> list[dict]:
-    jobs = [(seed, mode, settings, str(root)) for seed in settings["seeds"] for mode in ("async", "sync")]
-    if settings["jobs"] <= 1:
-        return [run_one(*job) for job in jobs]
+def part_path(parts: Path, family: str, seed: int, mode: str) -> Path:
+    return parts / f"{family}-seed{seed}-{mode}.json"
+
+
+def save_part(parts: Path, settings: dict, run: dict) -> None:
+    path = part_path(parts, settings["family"], run["seed"], run["mode"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = {"settings": {k: settings[k] for k in PART_KEYS}, "machine": machine(), "run": run}
+    path.write_text(json.dumps(part, indent=1, default=str))
+
+
+def load_parts(parts: Path, settings: dict) -> list[dict]:
+    """Every saved run of this family made with these settings; a part made with others is named."""
+    wanted = {k: settings[k] for k in PART_KEYS}
     runs = []
+    for path in sorted(parts.glob(f"{settings['family']}-seed*-*.json")):
+        part = json.loads(path.read_text())
+        if part["settings"] != wanted:
+            differing = sorted(k for k in wanted if part["settings"].get(k) != wanted[k])
+            print(f"skipping {path}: made with other settings ({', '.join(differing)})")
+            continue
+        runs.append({**part["run"], "load_after_1_5_15": part["machine"]["loadavg_1_5_15"]})
+    return runs
+
+
+def run_all(settings: dict, root: Path, parts: Path) -> None:
+    """Runs the (seed, mode) pairs that have no part yet, saving each as soon as it ends."""
+    done = {(r["seed"], r["mode"]) for r in load_parts(parts, settings)}
+    jobs = [
+        (seed, mode, settings, str(root))
+        for seed in settings["seeds"]
+        for mode in ("async", "sync")
+        if (seed, mode) not in done
+    ]
+    for seed, mode in sorted(done):
+        print(f"seed {seed} {mode}: already in {parts}, not run again")
+    if settings["jobs"] <= 1:
+        for job in jobs:
+            save_part(parts, settings, run_one(*job))
+        return
     with ProcessPoolExecutor(settings["jobs"], mp_context=get_context("spawn")) as pool:
         for future in as_completed([pool.submit(run_one, *job) for job in jobs]):
-            runs.append(future.result())
-    return runs
+            save_part(parts, settings, future.result())
 
 
 def main() -> None:
@@ -191,19 +254,34 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=None, help="fixed target (default: sync's final)")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once, in separate processes")
     parser.add_argument("--root", default=".distrl/bench/time_to_target")
+    parser.add_argument(
+        "--parts", default=None, help="folder of finished runs (default bench/results/time_to_target_parts)"
+    )
+    parser.add_argument("--report-only", action="store_true", help="build the report from --parts only")
     parser.add_argument("--out", default="time_to_target")
     args = parser.parse_args()
     settings = vars(args)
     root = Path(args.root).resolve()
+    parts = Path(args.parts) if args.parts else RESULTS / "time_to_target_parts"
     started = time.monotonic()
     before = machine()
-    runs = sorted(run_all(settings, root), key=lambda r: (r["seed"], r["mode"]))
+    if not args.report_only:
+        run_all(settings, root, parts)
+    runs = sorted(load_parts(parts, settings), key=lambda r: (r["seed"], r["mode"]))
+    paired = sorted(
+        {r["seed"] for r in runs if r["mode"] == "sync"} & {r["seed"] for r in runs if r["mode"] == "async"}
+    )
+    if not paired:
+        raise SystemExit(f"no seed has both an async and a sync run in {parts}: run without --report-only")
+    runs = [r for r in runs if r["seed"] in paired]
+    settings = {**settings, "seeds": paired}
     per_seed = compare(runs, args.target)
     speedups = [s["speedup"] for s in per_seed if s["speedup"] is not None]
     target_rule = (
         f"fixed target {args.target}"
         if args.target is not None
-        else f"the synchronous run's final level (mean of its last {LAST_K} evaluated versions), per seed"
+        else f"the synchronous run's final level (mean of its last {LAST_K} evaluated versions), per seed; "
+        f"a version reaches it when the mean of it and the {LAST_K - 1} evaluated versions before it does"
     )
     document: dict[str, Any] = {
         "benchmark": "time_to_target",
@@ -215,6 +293,7 @@ def main() -> None:
         "the held-out (test) split, --eval-episodes-per-task episodes per task, every version it can keep "
         "up with (else the newest); a version's time is when the learner published it",
         "speedup_async_over_sync": t_interval(speedups) if speedups else None,
+        "seeds_without_speedup": [s["seed"] for s in per_seed if s["speedup"] is None],
         "any_censored": any(s["async_censored"] or s["sync_censored"] for s in per_seed),
         "equal_wall_clock": equal_wall_clock(per_seed),
         "per_seed": per_seed,
@@ -226,7 +305,13 @@ def main() -> None:
     print(f"\ntarget: {target_rule}")
     for s in per_seed:
         flag = " (async never reached it: lower bound)" if s["async_censored"] else ""
-        shown = "n/a" if s["speedup"] is None else f"{s['speedup']:.2f}x"
+        shown = (
+            f"{s['speedup']:.2f}x"
+            if s["speedup"] is not None
+            else (
+                "undefined (sync ended at or below its warm start)" if not s["sync_improved"] else "undefined"
+            )
+        )
         print(
             f"seed {s['seed']}: target {s['target']:.3f}  sync {s['t_sync_s']:.0f} s  "
             f"async {s['t_async_s']:.0f} s  speed-up {shown}{flag}"

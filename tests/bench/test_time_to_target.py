@@ -1,10 +1,21 @@
-"""bench/time_to_target's arithmetic: which versions are evaluated, first crossing, speed-up."""
+"""bench/time_to_target's arithmetic: smoothed levels, first crossing, speed-up, runs kept in parts."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from bench.time_to_target import compare, equal_wall_clock, success_at, time_to
+from bench.time_to_target import (
+    PART_KEYS,
+    compare,
+    equal_wall_clock,
+    load_parts,
+    save_part,
+    smoothed,
+    success_at,
+    time_to,
+)
 
 
 def _run(seed, mode, points, budget=300.0):
@@ -12,27 +23,43 @@ def _run(seed, mode, points, budget=300.0):
     return {"seed": seed, "mode": mode, "budget_s": budget, "curve": curve}
 
 
-def test_time_to_target_is_the_first_crossing_and_censors_at_the_budget():
+def test_levels_are_trailing_means_of_three_evaluated_versions():
     curve = _run(0, "async", [(0, 0.2), (30, 0.5), (60, 0.4), (90, 0.6)])["curve"]
-    assert time_to(curve, 0.45, 300.0) == (30, False)
+    assert smoothed(curve) == pytest.approx([0.2, 0.35, 1.1 / 3, 0.5])
+
+
+def test_time_to_target_is_the_first_smoothed_crossing_and_censors_at_the_budget():
+    curve = _run(0, "async", [(0, 0.2), (30, 0.5), (60, 0.4), (90, 0.6)])["curve"]
+    # One lucky evaluation (0.5 at 30 s) does not reach 0.45; three in a row averaging 0.5 do.
+    assert time_to(curve, 0.45, 300.0) == (90, False)
+    assert time_to(curve, 0.36, 300.0) == (60, False)
     assert time_to(curve, 0.9, 300.0) == (300.0, True)
 
 
 def test_compare_uses_the_sync_final_level_unless_a_target_is_fixed():
     runs = [
         _run(0, "sync", [(0, 0.2), (100, 0.3), (200, 0.5), (300, 0.4), (350, 0.6)]),  # final: mean 0.5
-        _run(0, "async", [(0, 0.2), (40, 0.55), (80, 0.7)]),
+        _run(0, "async", [(0, 0.2), (40, 0.6), (70, 0.7), (80, 0.7)]),  # smoothed 0.2, 0.4, 0.5, 0.67
     ]
     [row] = compare(runs, None)
-    assert row["target"] == pytest.approx(0.5) and row["t_sync_s"] == 200 and row["t_async_s"] == 40
-    assert row["speedup"] == pytest.approx(5.0) and not row["async_censored"]
+    assert row["target"] == pytest.approx(0.5) and row["t_sync_s"] == 350 and row["t_async_s"] == 70
+    assert row["speedup"] == pytest.approx(5.0) and not row["async_censored"] and row["sync_improved"]
     [fixed] = compare(runs, 0.65)
     assert fixed["t_sync_s"] == 300.0 and fixed["sync_censored"] and fixed["t_async_s"] == 80
 
 
-def test_success_at_equal_wall_clock_is_the_newest_version_published_by_then():
+def test_a_sync_run_ending_below_its_warm_start_has_no_speedup():
+    runs = [
+        _run(0, "sync", [(0, 0.4), (100, 0.2), (200, 0.2), (300, 0.25)]),
+        _run(0, "async", [(0, 0.4), (50, 0.6)]),
+    ]
+    [row] = compare(runs, None)
+    assert not row["sync_improved"] and row["t_sync_s"] == 0 and row["speedup"] is None
+
+
+def test_success_at_equal_wall_clock_is_the_smoothed_level_of_the_newest_version_by_then():
     curve = _run(0, "async", [(0, 0.2), (30, 0.5), (60, 0.4)])["curve"]
-    assert success_at(curve, 45) == 0.5 and success_at(curve, 60) == 0.4 and success_at(curve, -1) is None
+    assert success_at(curve, 45) == pytest.approx(0.35) and success_at(curve, -1) is None
     runs = [
         _run(0, "sync", [(0, 0.2), (250, 0.3)]),
         _run(0, "async", [(0, 0.2), (100, 0.5), (310, 0.9)]),  # published after the budget: not counted
@@ -40,6 +67,20 @@ def test_success_at_equal_wall_clock_is_the_newest_version_published_by_then():
         _run(1, "async", [(0, 0.3), (150, 0.45)]),
     ]
     per_seed = compare(runs, None)
-    assert [s["async_success_at_budget"] for s in per_seed] == [0.5, 0.45]
+    assert [s["async_success_at_budget"] for s in per_seed] == pytest.approx([0.35, 0.375])
     summary = equal_wall_clock(per_seed)
-    assert summary["async_minus_sync"]["mean"] == pytest.approx((0.2 + 0.1) / 2)
+    assert summary["async_minus_sync"]["mean"] == pytest.approx(((0.35 - 0.25) + (0.375 - 0.325)) / 2)
+
+
+def test_parts_made_with_other_settings_are_named_and_left_out(tmp_path, capsys):
+    settings = {k: 1 for k in PART_KEYS} | {"family": "general"}
+    save_part(tmp_path, settings, _run(0, "sync", [(0, 0.2)]))
+    save_part(tmp_path, settings, _run(0, "async", [(0, 0.2)]))
+    other = tmp_path / "general-seed1-sync.json"
+    part = json.loads((tmp_path / "general-seed0-sync.json").read_text())
+    part["settings"]["minutes"] = 30
+    other.write_text(json.dumps(part | {"run": _run(1, "sync", [(0, 0.3)])}))
+    runs = load_parts(tmp_path, settings)
+    assert sorted((r["seed"], r["mode"]) for r in runs) == [(0, "async"), (0, "sync")]
+    assert "general-seed1-sync.json: made with other settings (minutes)" in capsys.readouterr().out
+    assert load_parts(tmp_path, settings | {"family": "webshop"}) == []
