@@ -107,3 +107,33 @@ def test_the_learner_task_refuses_windows_with_the_shortest_path_reward():
     with pytest.raises(ValueError, match="shortest_path_exponent"):
         LearnerParams(window=4, learner_config={"shortest_path_exponent": 1.0})
     LearnerParams(window=4, learner_config={"positive_replay_strength": 1.0})  # no lengths read
+
+
+def test_the_loop_acts_with_weights_k_versions_old_and_restores_the_learners(make_policy):
+    from distrl_core.learner.local_loop import _Published
+
+    learner = Learner(make_policy(), LearnerConfig(weight_average_decay=0.0))
+    parameters = learner.policy.actor_parameters()
+    published = _Published(learner, lag=2)  # remembers version 0
+    seen = {0: torch.cat([p.detach().flatten().clone() for p in parameters])}
+    for version in (1, 2, 3):
+        with torch.no_grad():
+            for p in parameters:
+                p.add_(0.01 * version)
+        learner.policy_version = version
+        published.remember()
+        seen[version] = torch.cat([p.detach().flatten().clone() for p in parameters])
+    with published.acting() as (policy, version):
+        assert version == 1
+        assert torch.equal(torch.cat([p.detach().flatten() for p in policy.actor_parameters()]), seen[1])
+    assert torch.equal(torch.cat([p.detach().flatten() for p in parameters]), seen[3])
+
+
+def test_group_tasks_follow_the_curriculum_probabilities():
+    from distrl_core.envs.simdroid.tasks import load_tasks
+    from distrl_core.learner.groups import group_tasks
+
+    tasks = load_tasks("general", "train")[:5]
+    probabilities = np.array([0.0, 0.0, 1.0, 0.0, 0.0])
+    picked, _ = group_tasks(tasks, 16, 4, np.random.default_rng(0), probabilities)
+    assert {t.task_id for t in picked} == {tasks[2].task_id}
