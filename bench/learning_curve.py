@@ -15,7 +15,9 @@ Methods (``--methods``): ``aride`` (the default LearnerConfig: advantages normal
 and clamped to their positive part, a documented deviation: docs/architecture.md, "The learner's
 loss"), ``aride_pure`` (the loss as written: signed, unnormalised Retrace advantages),
 ``aride_norm``, ``aride_pos`` (one of the two changes each), ``digirl``, ``filtered_bc`` and ``gigpo`` (episode groups of ``--group-size``
-episodes of one task under one env seed; LoopConfig.group_size). ``--learner KEY=VALUE`` overrides
+episodes of one task under one env seed; LoopConfig.group_size). MobileRL-style options on A-RIDE's
+defaults: ``aride_posreplay``, ``aride_curriculum``, ``aride_shortest``, all three ``aride_mobilerl``,
+and ``adagrpo`` (gigpo's group advantages plus the three); ``decoupled_ppo`` (AReaL). ``--learner KEY=VALUE`` overrides
 a LearnerConfig field for every method (tuning). ``--validation`` tunes without the test split:
 the ``*-train-0`` phrasing template of each task kind is held out of the train split and used as
 the "held-out" set.
@@ -67,6 +69,7 @@ from distrl_core.learner.config import Algorithm
 from distrl_core.policy import LoraSettings, Policy, PolicyConfig, load_policy, save_policy
 from distrl_core.policy.config import TinyModelConfig
 
+MOBILERL = {"positive_replay_strength": 2.0, "failure_curriculum_attempts": 6, "shortest_path_exponent": 1.0}
 # name -> (algorithm, LearnerConfig overrides)
 METHODS: dict[str, tuple[Algorithm, dict]] = {
     "aride": ("aride", {}),
@@ -77,6 +80,14 @@ METHODS: dict[str, tuple[Algorithm, dict]] = {
     "digirl": ("digirl", {}),
     "filtered_bc": ("filtered_bc", {}),
     "gigpo": ("gigpo", {}),
+    # MobileRL-style options (docs/architecture.md), one at a time on A-RIDE's defaults, all three
+    # together, and AdaGRPO: the group baseline (GRPO-style group advantages) with all three.
+    "aride_posreplay": ("aride", {"positive_replay_strength": 2.0}),
+    "aride_curriculum": ("aride", {"failure_curriculum_attempts": 6}),
+    "aride_shortest": ("aride", {"shortest_path_exponent": 1.0}),
+    "aride_mobilerl": ("aride", MOBILERL),
+    "adagrpo": ("gigpo", MOBILERL),
+    "decoupled_ppo": ("decoupled_ppo", {}),  # AReaL's staleness-aware PPO (bench/staleness.py)
 }
 DEFAULT_METHODS = ["aride", "aride_pure", "digirl", "filtered_bc", "gigpo"]
 LAST_K = 3  # a run's score: the mean of its last LAST_K held-out evaluations
@@ -84,6 +95,7 @@ LAST_K = 3  # a run's score: the mean of its last LAST_K held-out evaluations
 ROUND_METRICS = (
     "actor_loss", "entropy", "advantage_mean", "rho_mean", "kept_fraction", "clip_fraction",
     "group_singleton_step_fraction", "group_episode_advantage_abs_mean", "grad_norm_actor",
+    "priority_multiplier_mean", "behaviour_weight_mean", "used_step_fraction", "policy_lag_mean",
 )  # fmt: skip
 
 
@@ -162,6 +174,7 @@ def method_job(family: str, seed: int, method: str, settings: dict, directory: s
         episodes_per_round=settings["episodes_per_round"],
         updates_per_round=settings["updates_per_round"],
         group_size=settings["group_size"],
+        behaviour_lag=settings.get("behaviour_lag", 0),
         eval_tasks=settings["eval_tasks"],
         train_eval_tasks=settings["train_eval_tasks"],
         eval_episodes_per_task=settings["eval_episodes"],
@@ -237,6 +250,14 @@ def summarise(warm: list[dict], runs: list[dict], families: list[str], methods: 
                     [a - d for a, d in zip(aride["per_seed"], digirl["per_seed"], strict=True)]
                 ),
             }
+        if "aride" in per_method:  # every other method against A-RIDE's defaults, seed by seed
+            entry["vs_aride"] = {
+                method: t_interval(
+                    [m - a for m, a in zip(s["per_seed"], per_method["aride"]["per_seed"], strict=True)]
+                )
+                for method, s in per_method.items()
+                if method != "aride"
+            }
         summary[family] = entry
     return summary
 
@@ -255,6 +276,8 @@ def print_summary(summary: dict, evaluated_on: str) -> None:
                 f"  A-RIDE vs DigiRL-AWR: {shown} relative (means); paired difference "
                 f"{fmt_interval(gain['paired_difference'])}"
             )
+        for method, difference in entry.get("vs_aride", {}).items():
+            print(f"  {method} − aride (paired over seeds): {fmt_interval(difference)}")
 
 
 def main() -> None:

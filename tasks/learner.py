@@ -68,7 +68,8 @@ class LearnerParams(BaseModel):
     algorithm: Algorithm = Field(
         "aride",
         description=f"One of {', '.join(get_args(Algorithm))} (see LearnerConfig); gigpo is critic-free, with "
-        "groups of episodes of one task and policy version within a batch.",
+        "groups of episodes of one task and policy version within a batch; decoupled_ppo is AReaL's "
+        "staleness-aware PPO (docs/architecture.md).",
     )
     seed: int = Field(0, ge=0, le=MAX_SEED, description="Seeds the learner.")
     learner_config: dict[str, Any] = Field(
@@ -94,6 +95,11 @@ class LearnerParams(BaseModel):
             raise ValueError(
                 f"algorithm {self.algorithm!r} compares whole episodes' returns, but window={self.window} "
                 "samples pieces of them; set window=None"
+            )
+        if self.learner_config.get("shortest_path_exponent", 0) and self.window is not None:
+            raise ValueError(
+                f"shortest_path_exponent scales a success by its episode's length, but window={self.window} "
+                "samples pieces of episodes; set window=None or shortest_path_exponent=0"
             )
         return self
 

@@ -37,6 +37,15 @@ Critic-free group baseline (`group`, GiGPO-style, verl-agent 2025)
     clipped_policy_loss(logp_pi, logp_mu, advantages, mask, *, clip_eps, entropy=None, entropy_coef=0,
                         invalid=None, invalid_penalty=0, repeat=None, repeat_penalty=0)
         -> ClippedLoss(loss, policy_gradient, entropy, penalty, clip_fraction)
+MobileRL-style data shaping (`mobilerl`, MobileRL/AdaGRPO 2025)
+    positive_replay_multiplier(success, task_success_rate, *, strength) -> (B,)
+    failure_curriculum_weights(attempts, successes, *, min_attempts, floor) -> (K,)
+    shortest_path_rewards(rewards, mask, success, shortest, *, exponent=1) -> (B, T)
+Decoupled PPO (`decoupled`, AReaL 2025)
+    decoupled_ppo_loss(logp_pi, logp_prox, logp_mu, advantages, mask, *, clip_eps, weight_max, entropy=None,
+                       entropy_coef=0, invalid=None, invalid_penalty=0, repeat=None, repeat_penalty=0)
+        -> DecoupledLoss(loss, policy_gradient, entropy, penalty, clip_fraction, behaviour_weight_mean,
+                         truncated_fraction)
 Helpers (`masking`)
     masked_mean(x, mask) -> scalar
 """
@@ -49,6 +58,7 @@ from distrl_core.algos.baselines import (
     filtered_awr_loss,
     filtered_bc_loss,
 )
+from distrl_core.algos.decoupled import DecoupledLoss, decoupled_ppo_loss
 from distrl_core.algos.entropy import candidate_entropy, candidate_log_probs, token_entropy
 from distrl_core.algos.group import (
     ClippedLoss,
@@ -59,12 +69,18 @@ from distrl_core.algos.group import (
 )
 from distrl_core.algos.losses import PolicyLoss, critic_loss, policy_loss, trajectory_critic_loss
 from distrl_core.algos.masking import masked_mean
+from distrl_core.algos.mobilerl import (
+    failure_curriculum_weights,
+    positive_replay_multiplier,
+    shortest_path_rewards,
+)
 from distrl_core.algos.priorities import dper_priority, importance_weights, linear_schedule
 from distrl_core.algos.ratios import importance_ratios, truncate_ratios
 from distrl_core.algos.retrace import RetraceTargets, discounted_returns, retrace_targets
 
 __all__ = [
     "ClippedLoss",
+    "DecoupledLoss",
     "GroupAdvantages",
     "PolicyLoss",
     "RetraceTargets",
@@ -73,9 +89,11 @@ __all__ = [
     "clipped_policy_loss",
     "critic_loss",
     "curriculum_mask",
+    "decoupled_ppo_loss",
     "digirl_step_advantages",
     "discounted_returns",
     "dper_priority",
+    "failure_curriculum_weights",
     "filtered_awr_loss",
     "filtered_bc_loss",
     "gigpo_advantages",
@@ -85,7 +103,9 @@ __all__ = [
     "linear_schedule",
     "masked_mean",
     "policy_loss",
+    "positive_replay_multiplier",
     "retrace_targets",
+    "shortest_path_rewards",
     "token_entropy",
     "trajectory_critic_loss",
     "truncate_ratios",

@@ -18,9 +18,12 @@ from typing import Any, Literal, get_args
 
 __all__ = ["ALGORITHMS", "Algorithm", "LearnerConfig", "learner_config"]
 
-Algorithm = Literal["aride", "digirl", "filtered_bc", "gigpo"]
+Algorithm = Literal["aride", "digirl", "filtered_bc", "gigpo", "decoupled_ppo"]
 """The training methods the learner implements (the one list of them)."""
 ALGORITHMS: tuple[str, ...] = get_args(Algorithm)
+ProximalPolicy = Literal["update_start", "average"]
+"""Where decoupled PPO's proximal policy comes from (``LearnerConfig.proximal_policy``)."""
+PROXIMAL_POLICIES: tuple[str, ...] = get_args(ProximalPolicy)
 
 
 @dataclass
@@ -31,7 +34,8 @@ class LearnerConfig:
     algorithm: Algorithm = "aride"
     """"aride": Retrace actor-critic with DPER priorities; "digirl": doubly-robust advantages,
     instruction curriculum, filtered AWR; "filtered_bc": successes only; "gigpo": critic-free
-    group-relative advantages, GiGPO-style (``algos.group``)."""
+    group-relative advantages, GiGPO-style (``algos.group``); "decoupled_ppo": AReaL's decoupled
+    PPO for stale data (``algos.decoupled``), advantages G_t − V(s_t) from the step critic."""
 
     # --- Retrace (A-RIDE) ------------------------------------------------------------------------
     gamma: float = 0.9
@@ -121,6 +125,33 @@ class LearnerConfig:
     clip_eps: float = 0.2
     """ε of the clipped ratio clip(π/μ, 1 − ε, 1 + ε)."""
 
+    # --- decoupled PPO (algorithm "decoupled_ppo" only; its ratio is clipped with clip_eps) ---------
+    proximal_policy: ProximalPolicy = "update_start"
+    """π_prox, the centre of the trust region: "update_start", the learner's weights when the update
+    starts (one optimiser step per batch, so r = π_θ/π_prox is 1 at the step and the loss is the
+    behaviour-weighted policy gradient); "average", the published moving average of the weights
+    (``weight_average_decay``; one more forward pass without gradient per micro-batch), which keeps
+    the raw weights within clip_eps of it."""
+    proximal_weight_max: float = 2.0
+    """w̄, the truncation of the behaviour weight w = min(π_prox/μ, w̄) (AReaL's
+    behav_imp_weight_cap)."""
+
+    # --- MobileRL-style options (docs/architecture.md, "MobileRL-style options"; 0 = off) -----------
+    positive_replay_strength: float = 0.0
+    """κ of difficulty-adaptive positive replay: a success's priority is multiplied by
+    1 + κ·(1 − p̂), p̂ its task's success rate so far ((successes + 1)/(attempts + 2)); 0 = off."""
+    failure_curriculum_attempts: int = 0
+    """N of failure-curriculum filtering: a task tried N times and never solved is collected (in
+    the local loop) and replayed with weight ``failure_curriculum_floor``; 0 = off."""
+    failure_curriculum_floor: float = 0.1
+    """φ in (0, 1], the weight of a task given up on (keeps it tried now and then)."""
+    failure_curriculum_reset_updates: int = 200
+    """Every this many learner updates the counts of never-solved tasks are forgotten, so they are
+    retried at full weight for N more attempts (0 = never; the floor alone retries them)."""
+    shortest_path_exponent: float = 0.0
+    """η of the shortest-path reward: a success of length L earns r·(L_min/L)^η, L_min the shortest
+    success seen for its task (1 = MobileRL's L_min/L); 0 = off. Needs whole episodes."""
+
     # --- regularisation of the update's forward pass --------------------------------------------------
     entity_dropout: float = 0.5
     """Probability of replacing a word shared by the instruction and the screen with an unknown
@@ -163,10 +194,11 @@ class LearnerConfig:
 _UNIT_INTERVAL = (
     "gamma", "lam", "digirl_lam", "beta_start", "beta_end", "entity_dropout", "word_dropout", "clip_eps",
 )  # fmt: skip
-_POSITIVE = ("actor_lr", "critic_lr", "rho_max", "c_max", "priority_eps")
+_POSITIVE = ("actor_lr", "critic_lr", "rho_max", "c_max", "priority_eps", "proximal_weight_max")
 _NON_NEGATIVE = (
     "weight_decay", "actor_grad_clip", "critic_grad_clip", "entropy_coef", "invalid_penalty",
     "repeat_penalty", "trajectory_critic_coef", "w1", "w2", "w3", "group_step_weight",
+    "positive_replay_strength", "shortest_path_exponent",
 )  # fmt: skip
 
 
@@ -183,8 +215,8 @@ def _type_problems(config: LearnerConfig) -> list[str]:
 
 def _of_kind(f: Field[Any], value: Any) -> tuple[bool, str]:
     """Whether `value` has the kind of field `f`'s default, and that kind in words."""
-    if f.name == "algorithm":  # checked against ALGORITHMS by _choice_problems
-        return True, "one of ALGORITHMS"
+    if f.name in ("algorithm", "proximal_policy"):  # checked by _choice_problems
+        return True, "one of its choices"
     if isinstance(f.default, bool):
         return isinstance(value, bool), "true or false"
     if isinstance(f.default, float):
@@ -199,6 +231,8 @@ def _of_kind(f: Field[Any], value: Any) -> tuple[bool, str]:
 def _choice_problems(config: LearnerConfig) -> list[str]:
     if config.algorithm not in ALGORITHMS:
         return [f"algorithm must be one of {ALGORITHMS}, got {config.algorithm!r}"]
+    if config.proximal_policy not in PROXIMAL_POLICIES:
+        return [f"proximal_policy must be one of {PROXIMAL_POLICIES}, got {config.proximal_policy!r}"]
     return []
 
 
@@ -213,6 +247,8 @@ def _interval_problems(config: LearnerConfig) -> list[str]:
         problems.append(
             f"weight_average_decay must be in [0, 1) (0 = publish raw weights), got {config.weight_average_decay}"
         )
+    if not 0.0 < config.failure_curriculum_floor <= 1.0:
+        problems.append(f"failure_curriculum_floor must be in (0, 1], got {config.failure_curriculum_floor}")
     if not 0.0 < config.curriculum_top_fraction <= 1.0:
         problems.append(f"curriculum_top_fraction must be in (0, 1], got {config.curriculum_top_fraction}")
     return problems
@@ -238,6 +274,10 @@ def _count_problems(config: LearnerConfig) -> list[str]:
     problems = []
     if config.micro_batch_size < 1 or config.beta_anneal_updates < 0 or config.critic_warmup_updates < 0:
         problems.append("micro_batch_size must be >= 1; beta_anneal_updates and critic_warmup_updates >= 0")
+    if config.failure_curriculum_attempts < 0 or config.failure_curriculum_reset_updates < 0:
+        problems.append(
+            "failure_curriculum_attempts and failure_curriculum_reset_updates must be >= 0 (0 = off)"
+        )
     if config.max_policy_lag is not None and config.max_policy_lag < 0:
         problems.append(f"max_policy_lag must be None or >= 0, got {config.max_policy_lag}")
     return problems

@@ -16,6 +16,7 @@ from distrl_core.learner.averaging import WeightAverage
 from distrl_core.learner.batch import StepBatch
 from distrl_core.learner.config import LearnerConfig
 from distrl_core.learner.objectives import algorithm_spec, compute_objective, group_advantages
+from distrl_core.learner.task_stats import TaskStats, options_active
 from distrl_core.policy.defaults import training_defaults
 from distrl_core.policy.model import Policy
 
@@ -55,6 +56,7 @@ class Learner:
         self.config = config or LearnerConfig()
         self.policy_version = policy_version
         self.updates = 0
+        self.task_stats = TaskStats()  # the MobileRL-style options' per-task counts
         torch.manual_seed(self.config.seed)
         cfg = self.config
         self.actor_optimizer = torch.optim.AdamW(
@@ -116,6 +118,26 @@ class Learner:
             mask &= ~stale_rows[:, None]
         return mask
 
+    def _proximal_logp(self, batch: StepBatch, autocast) -> torch.Tensor | None:
+        """(B, T) log π_prox of the batch's actions for decoupled PPO: None for "update_start" (the
+        objective reads it off this update's own forward pass), the published average's otherwise.
+        Evaluated without word dropout: π_prox is the policy as collectors and evaluations run it."""
+        if self.config.proximal_policy == "update_start" or self.average is None:
+            return None
+        with torch.no_grad(), autocast, self.averaged() as policy:
+            return policy.evaluate(batch).logp.detach()
+
+    def _reweigh(self, batch: StepBatch, priorities: torch.Tensor, sums: dict[str, float]) -> torch.Tensor:
+        """The priorities times the MobileRL-style multipliers; the failure curriculum's periodic
+        reset of never-solved tasks (after ``self.updates`` was counted)."""
+        cfg = self.config
+        multipliers = self.task_stats.priority_multipliers(batch, cfg)
+        sums["priority_multiplier_mean"] = float(multipliers.mean())
+        reset = cfg.failure_curriculum_reset_updates
+        if cfg.failure_curriculum_attempts > 0 and reset > 0 and self.updates % reset == 0:
+            sums["curriculum_tasks_reset"] = float(self.task_stats.reset_unsolved())
+        return priorities * multipliers.to(priorities.dtype)
+
     def update(self, batch: StepBatch) -> tuple[dict[str, float], np.ndarray]:
         """One optimisation step on a batch of trajectories (its IS weights, if any, weigh them).
 
@@ -132,6 +154,10 @@ class Learner:
                 "start mid-episode, so those actions are unknown; sample whole episodes (window=None)"
             )
         batch = batch.to(self.device)
+        shaping = options_active(cfg)
+        if shaping:  # count the batch's new episodes before their lengths set L_min
+            self.task_stats.observe_batch(batch)
+            batch = self.task_stats.shaped_rewards(batch, cfg)
         full_mask = self._fresh_rows(batch)
         total_steps = max(int(full_mask.sum()), 1)
         total_rows = batch.size
@@ -145,6 +171,7 @@ class Learner:
             self.updates >= cfg.critic_warmup_updates or not algorithm_spec(cfg.algorithm).uses_critic
         )
         groups = group_advantages(batch, full_mask, cfg)  # before the split: groups span micro-batches
+        spec = algorithm_spec(cfg.algorithm)
         autocast = torch.autocast(
             "cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda" and cfg.mixed_precision
         )
@@ -152,9 +179,14 @@ class Learner:
             rows = list(range(start, min(start + self.micro_batch_size, batch.size)))
             sub = batch if len(rows) == batch.size else batch.select_rows(rows)
             mask = full_mask if sub is batch else full_mask[rows][:, : sub.shape[1]]
+            # Before the forward with gradient: swapping the averaged weights in afterwards would
+            # change tensors that forward's graph saved.
+            prox = self._proximal_logp(sub, autocast) if spec.needs_proximal else None
             with autocast, policy.with_word_dropout(cfg.entity_dropout, cfg.word_dropout):
                 out = policy.evaluate(sub)
             group = None if groups is None else groups.advantages[rows][:, : sub.shape[1]]
+            if spec.needs_proximal:
+                group = out.logp.detach() if prox is None else prox
             objective = compute_objective(out, sub, mask, cfg, group)
             step_share = float(mask.sum()) / total_steps
             row_share = len(rows) / total_rows
@@ -182,6 +214,8 @@ class Learner:
         if self.average is not None:
             self.average.update()
         self.updates += 1
+        if shaping:
+            priorities = self._reweigh(batch, priorities, sums)
         lag = (self.policy_version - batch.policy_versions)[batch.mask].float()
         metrics = {
             **sums,

@@ -8,11 +8,14 @@ what the learning test and ``bench/learning_curve.py`` run. The distributed syst
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 
 from distrl_core.envs.sim_env import SimDroidEnvConfig
 from distrl_core.envs.simdroid.device import SimDroidConfig
@@ -22,6 +25,7 @@ from distrl_core.learner.groups import group_tasks, sample_groups
 from distrl_core.learner.learner import Learner
 from distrl_core.learner.objectives import algorithm_spec
 from distrl_core.learner.step import Draw, train_step
+from distrl_core.learner.task_stats import options_active
 from distrl_core.rollout import RolloutConfig, RolloutResult, run_episodes
 
 __all__ = ["InMemoryReplay", "LoopConfig", "RoundResult", "evaluate_success", "train_rounds"]
@@ -92,6 +96,9 @@ class LoopConfig:
       ``episodes_per_round // group_size`` groups of this many episodes of one task under one env
       seed, and each update trains on ``batch_size // group_size`` whole groups drawn uniformly
       (learner.groups).
+    - ``behaviour_lag``: collect with the published weights of this many versions ago (a learner
+      slowed on purpose, as collectors far behind it; bench/staleness.py). The rows carry that old
+      version, so set ``LearnerConfig.max_policy_lag`` to at least this, or they are masked out.
     - ``seed``: task order, rollouts and replay sampling.
 
     Collection and evaluation use the learner's published weights (``Learner.averaged``), as the
@@ -112,6 +119,7 @@ class LoopConfig:
     parallel_envs: int = 16
     eval_episodes_per_task: int = 1
     group_size: int = 4
+    behaviour_lag: int = 0
     env: SimDroidEnvConfig = field(
         default_factory=lambda: SimDroidEnvConfig(
             device=SimDroidConfig(distractor_prob=0.1), screenshots=False, ui_xml=False
@@ -172,12 +180,20 @@ def train_rounds(
     if on_round:
         on_round(results[0])
     env_steps = episodes = 0
+    published = _Published(learner, config.behaviour_lag)
     for round_index in range(1, config.rounds + 1):
-        collected = _collect_round(learner, config, train_tasks, rng)
+        collected = _collect_round(learner, config, train_tasks, rng, published)
         replay.add(collected.rows)
+        if options_active(learner.config):  # every collected episode counts, not just the replayed
+            ok = [e for e in collected.episodes if e.status == "ok"]
+            learner.task_stats.observe(
+                [e.episode_id for e in ok], [e.task_id for e in ok], [float(e.success) for e in ok],
+                [e.steps for e in ok],
+            )  # fmt: skip
         env_steps += collected.num_steps
         episodes += len(collected.episodes)
         metrics = _update_round(learner, config, replay, rng) if len(replay) >= config.min_replay else {}
+        published.remember()
         result = RoundResult(
             round_index, env_steps, episodes, collected.success_rate, *evaluate(), learner.updates,
             time.perf_counter() - started, metrics,
@@ -218,23 +234,78 @@ def _evaluator(
     return evaluate
 
 
+class _Published:
+    """The last ``lag + 1`` published versions' weights, to act with one ``lag`` versions old."""
+
+    def __init__(self, learner: Learner, lag: int) -> None:
+        if lag < 0:
+            raise ValueError(f"behaviour_lag={lag} must be >= 0 (versions behind the learner)")
+        self.learner, self.lag = learner, lag
+        self.versions: deque[tuple[int, list[torch.Tensor]]] = deque(maxlen=lag + 1)
+        self.remember()
+
+    def _parameters(self) -> list[torch.nn.Parameter]:
+        return self.learner.policy.actor_parameters() + self.learner.policy.critic_parameters()
+
+    def remember(self) -> None:
+        if self.lag > 0:
+            with self.learner.averaged():
+                self.versions.append(
+                    (self.learner.policy_version, [p.detach().clone() for p in self._parameters()])
+                )
+
+    @contextmanager
+    def acting(self) -> Iterator[tuple[Any, int]]:
+        """(policy, its version): the published weights ``lag`` versions old (the oldest kept
+        while fewer exist); the learner's weights are back after the block, bit for bit."""
+        with self.learner.averaged() as policy:
+            if self.lag == 0:
+                yield policy, self.learner.policy_version
+                return
+            version, weights = self.versions[0]
+            current = [p.detach().clone() for p in self._parameters()]
+            with torch.no_grad():
+                for parameter, old in zip(self._parameters(), weights, strict=True):
+                    parameter.copy_(old)
+            try:
+                yield policy, version
+            finally:
+                with torch.no_grad():
+                    for parameter, saved in zip(self._parameters(), current, strict=True):
+                        parameter.copy_(saved)
+
+
 def _collect_round(
-    learner: Learner, config: LoopConfig, train_tasks: Sequence[Task], rng: np.random.Generator
+    learner: Learner,
+    config: LoopConfig,
+    train_tasks: Sequence[Task],
+    rng: np.random.Generator,
+    published: _Published,
 ) -> RolloutResult:
-    """One round's episodes with the published weights: random train tasks, or (an algorithm that needs groups: gigpo) groups of
-    one task under one reset seed."""
+    """One round's episodes with the published weights: random train tasks (weighted by the failure
+    curriculum when it is on), or (an algorithm that needs groups: gigpo) groups of one task under
+    one reset seed."""
     reset_seeds = None
+    probabilities = None  # uniform, drawn as before the curriculum existed (same random stream)
+    if learner.config.failure_curriculum_attempts > 0:
+        weights = learner.task_stats.task_weights([t.task_id for t in train_tasks], learner.config).numpy()
+        probabilities = weights / weights.sum()
     if algorithm_spec(learner.config.algorithm).needs_groups:
-        tasks, reset_seeds = group_tasks(train_tasks, config.episodes_per_round, config.group_size, rng)
-    else:
+        tasks, reset_seeds = group_tasks(
+            train_tasks, config.episodes_per_round, config.group_size, rng, probabilities
+        )
+    elif probabilities is None:
         tasks = [train_tasks[i] for i in rng.integers(len(train_tasks), size=config.episodes_per_round)]
-    rollout = RolloutConfig(
-        env=config.env,
-        parallel_envs=config.parallel_envs,
-        seed=int(rng.integers(2**31)),
-        policy_version=learner.policy_version,
-    )
-    with learner.averaged() as policy:
+    else:
+        picks = rng.choice(len(train_tasks), size=config.episodes_per_round, p=probabilities)
+        tasks = [train_tasks[i] for i in picks]
+    with published.acting() as (policy, version):
+        rollout = RolloutConfig(
+            env=config.env,
+            parallel_envs=config.parallel_envs,
+            seed=int(rng.integers(2**31)),
+            policy_version=version,
+        )
         return run_episodes(policy, tasks, rollout, reset_seeds=reset_seeds)
 
 
@@ -246,7 +317,10 @@ def _update_round(
     if algorithm_spec(learner.config.algorithm).needs_groups:
 
         def sample() -> Draw:
-            return Draw(*sample_groups(replay.episodes, config.batch_size // config.group_size, rng))
+            groups = config.batch_size // config.group_size
+            # Priorities differ only through the MobileRL-style multipliers; off, draw as before.
+            priorities = replay.priorities if options_active(learner.config) else None
+            return Draw(*sample_groups(replay.episodes, groups, rng, priorities))
 
     else:
 

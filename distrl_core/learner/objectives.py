@@ -24,6 +24,7 @@ from distrl_core.algos.baselines import (
     filtered_awr_loss,
     filtered_bc_loss,
 )
+from distrl_core.algos.decoupled import decoupled_ppo_loss
 from distrl_core.algos.group import GroupAdvantages, clipped_policy_loss, gigpo_advantages
 from distrl_core.algos.losses import critic_loss, policy_loss, trajectory_critic_loss
 from distrl_core.algos.masking import masked_mean
@@ -68,6 +69,13 @@ def _critics(out: EvalOutput, targets: torch.Tensor, batch: StepBatch, mask, cfg
     return step + cfg.trajectory_critic_coef * trajectory, step.detach(), trajectory.detach()
 
 
+def _normalized(advantages: torch.Tensor, actor_mask: torch.Tensor) -> torch.Tensor:
+    """Advantages centred and scaled over the batch's real steps (as A-RIDE's normalize_advantages)."""
+    mean = masked_mean(advantages, actor_mask)
+    std = torch.sqrt(masked_mean((advantages - mean).square(), actor_mask))
+    return torch.where(actor_mask, (advantages - mean) / std.clamp(min=1e-6), advantages)
+
+
 def _aride(
     out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig, _group=None
 ) -> Objective:
@@ -90,9 +98,7 @@ def _aride(
     if cfg.normalize_advantages:
         # Centre and scale over the batch's steps: a critic that lags the policy biases every
         # advantage one way, which would push all sampled actions up (or down) together.
-        mean = masked_mean(advantages, actor_mask)
-        std = torch.sqrt(masked_mean((advantages - mean).square(), actor_mask))
-        advantages = torch.where(actor_mask, (advantages - mean) / std.clamp(min=1e-6), advantages)
+        advantages = _normalized(advantages, actor_mask)
     if cfg.positive_advantages_only:
         advantages = advantages.clamp(min=0.0)
     actor = policy_loss(
@@ -239,6 +245,42 @@ def _gigpo(
     return Objective(actor.loss, no_critic, torch.ones(mask.shape[0], device=mask.device), stats)
 
 
+def _decoupled_ppo(
+    out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig, logp_prox: torch.Tensor | None
+) -> Objective:
+    """AReaL's decoupled PPO; `logp_prox` (B, T) is log π_prox of these rows (Learner.update computes
+    it, per ``proximal_policy``). Advantages G_t − V(s_t) from the behaviour data's discounted
+    returns, as AReaL's GAE from behaviour data; the critic regresses G_t."""
+    if logp_prox is None:
+        raise ValueError("decoupled_ppo needs log π_prox of the batch's actions; Learner.update passes it")
+    actor_mask = mask & out.known
+    values = out.values.detach()
+    returns = discounted_returns(batch.rewards, batch.dones, mask, cfg.gamma, _bootstrap(values, batch, mask))
+    advantages = torch.where(mask, returns - values, torch.zeros_like(values))
+    if cfg.normalize_advantages:
+        advantages = _normalized(advantages, actor_mask)
+    actor = decoupled_ppo_loss(
+        out.logp, logp_prox, batch.logp_mu, advantages, actor_mask,
+        clip_eps=cfg.clip_eps, weight_max=cfg.proximal_weight_max,
+        entropy=out.entropy, entropy_coef=cfg.entropy_coef,
+        invalid=batch.invalid, invalid_penalty=cfg.invalid_penalty,
+        repeat=batch.repeat, repeat_penalty=cfg.repeat_penalty,
+    )  # fmt: skip
+    critic, step_loss, traj_loss = _critics(out, returns, batch, mask, cfg)
+    stats = {
+        "policy_gradient": actor.policy_gradient,
+        "entropy": actor.entropy,
+        "penalty": actor.penalty,
+        "clip_fraction": actor.clip_fraction,
+        "behaviour_weight_mean": actor.behaviour_weight_mean,
+        "behaviour_truncated_fraction": actor.truncated_fraction,
+        "advantage_abs_mean": masked_mean(advantages.abs(), actor_mask),
+        "critic_step": step_loss,
+        "critic_traj": traj_loss,
+    }
+    return Objective(actor.loss, critic, torch.ones(mask.shape[0], device=mask.device), stats)
+
+
 ObjectiveFn = Callable[[EvalOutput, StepBatch, torch.Tensor, LearnerConfig, torch.Tensor | None], Objective]
 
 
@@ -255,12 +297,15 @@ class AlgorithmSpec:
       loop collects and samples groups of one task (``group_size``).
     - ``needs_whole_episodes``: it reads whole episodes' returns, so the learner task refuses a
       ``window`` that samples pieces of episodes.
+    - ``needs_proximal``: its fifth argument is log π_prox of the rows' actions (decoupled PPO's
+      proximal policy, ``LearnerConfig.proximal_policy``) instead of group advantages.
     """
 
     objective: ObjectiveFn
     uses_critic: bool = True
     needs_groups: bool = False
     needs_whole_episodes: bool = False
+    needs_proximal: bool = False
 
 
 ALGORITHM_SPECS: dict[Algorithm, AlgorithmSpec] = {
@@ -268,6 +313,7 @@ ALGORITHM_SPECS: dict[Algorithm, AlgorithmSpec] = {
     "digirl": AlgorithmSpec(_digirl),
     "filtered_bc": AlgorithmSpec(_filtered_bc),
     "gigpo": AlgorithmSpec(_gigpo, uses_critic=False, needs_groups=True, needs_whole_episodes=True),
+    "decoupled_ppo": AlgorithmSpec(_decoupled_ppo, needs_proximal=True),
 }
 
 
@@ -287,6 +333,7 @@ def compute_objective(
     batch: StepBatch,
     mask: torch.Tensor,
     cfg: LearnerConfig,
-    group: torch.Tensor | None = None,  # (B, T) gigpo's advantages for these rows (group_advantages)
+    group: torch.Tensor | None = None,  # (B, T) gigpo's advantages for these rows (group_advantages),
+    # or decoupled_ppo's log π_prox (needs_proximal)
 ) -> Objective:
     return algorithm_spec(cfg.algorithm).objective(out, batch, mask, cfg, group)

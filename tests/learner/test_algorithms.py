@@ -25,6 +25,7 @@ def test_the_traits_of_each_algorithm():
         for name, spec in ALGORITHM_SPECS.items()
     }
     assert traits == {
+        "decoupled_ppo": (True, False, False),
         "aride": (True, False, False),
         "digirl": (True, False, False),
         "filtered_bc": (True, False, False),
