@@ -49,6 +49,7 @@ from bench._multihost_hosts import (
 )
 from bench._multihost_observe import WROTE_SHARD, log_window, tcp_to
 from bench.netns import Network
+from flows import processes
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -205,7 +206,8 @@ class Scenario:
                 client.create_work_pool(
                     WorkPoolCreate(name=pool, type="process", base_job_template=template), overwrite=True
                 )
-        deploy_env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")} | env
+        inherited = processes.without_credentials(os.environ)  # `prefect deploy` needs no key
+        deploy_env = {k: v for k, v in inherited.items() if not k.startswith("PREFECT_")} | env
         deploy_env["PREFECT_HOME"] = str(self.config.run_dir / "operator" / "prefect")
         done = subprocess.run(
             [sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all"],
@@ -242,8 +244,8 @@ class Scenario:
         self.wait_for(
             "both collectors wrote shards and the learner published version 2",
             lambda: (
-                self.shards_logged(COLLECTOR_A)
-                and self.shards_logged(COLLECTOR_B)
+                bool(self.shards_logged(COLLECTOR_A))
+                and bool(self.shards_logged(COLLECTOR_B))
                 and len(self.versions()) >= 2
             ),
         )
@@ -280,7 +282,8 @@ class Scenario:
         self.run_deployment(COLLECTOR_A, {"params": COLLECTOR_PARAMS})
         self.mark(f"collector-a restarted: lost run was {lost_state!r}, marked Crashed; new run started")
         self.wait_for(
-            "collector-a's new run wrote a shard", lambda: self.shards_logged(COLLECTOR_A, "worker-2.log")
+            "collector-a's new run wrote a shard",
+            lambda: bool(self.shards_logged(COLLECTOR_A, "worker-2.log")),
         )
         self.result["rejoin"] = {
             "lost_run_state_seen": lost_state,
