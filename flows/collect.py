@@ -26,6 +26,7 @@ from tasks.collector import (
 from tasks.mlflow_metrics import start_tracked_run
 from tasks.progress import BoundedProgress
 from tasks.retry import with_retries
+from tasks.run_log import report_in_run_log
 from tasks.stop import StopToken, find_token, should_stop
 
 MAX_BATCHES_PER_TASK_RUN = 64
@@ -79,6 +80,7 @@ def collect(params: CollectorParams | None = None, stop_token: str | None = None
     logger = get_run_logger()
     if stop_token is None:  # a deployment's own process (embedded runs share theirs): act on 1 thread
         logger.info("torch threads for acting: %d", configure_threads("collector"))
+        report_in_run_log()  # each shard written, each retry: one line in the worker's output
     session = open_collector(params)
     run = find_token(stop_token)
     if run is not None:  # the embedded run's progress display counts this collector's episodes

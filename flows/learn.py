@@ -31,6 +31,7 @@ from tasks.learner import (
 )
 from tasks.progress import BoundedProgress
 from tasks.retry import with_retries
+from tasks.run_log import report_in_run_log
 from tasks.stop import find_token, should_stop
 from tasks.warm_start import policy_config_for, warm_start_policy
 
@@ -77,6 +78,7 @@ def learn(
     logger = get_run_logger()
     if stop_token is None:  # a deployment's own process: DISTRL_LEARNER_THREADS, else torch's default
         logger.info("torch threads for the learner: %d", configure_threads("learner"))
+        report_in_run_log()  # each retry of a store or server call: one line in the worker's output
     if bootstrap and PolicyRegistry().resolve("latest") is None:
         version = warm_start_policy(warm_start or WarmStartConfig(), policy_config_for(base))
         logger.info("empty registry: published the warm start as version %d", version)

@@ -74,12 +74,14 @@ def read_shard(store: Store, path: str, columns: Iterable[str] | None = None) ->
     return table
 
 
-def check_footer(store: Store, path: str) -> None:
-    """Cheap validity check (footer only): readable, known schema version, step schema."""
+def check_footer(store: Store, path: str) -> pa.Schema:
+    """Cheap validity check (footer only): readable, known schema version, step schema. Returns the
+    shard's schema, whose metadata holds its labels (`storage.schema.shard_host`)."""
     with store.fs.open(path, "rb") as fh:
         schema = pq.read_schema(fh)
     check_schema_version(schema.metadata, source=store.url(path))
     validate_schema(schema, source=store.url(path))
+    return schema
 
 
 def quarantine(store: Store, path: str, reason: str, mode: QuarantineMode) -> BadShard:

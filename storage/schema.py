@@ -18,6 +18,10 @@ from distrl_core.envs.kinds import ENV_KINDS
 SCHEMA_VERSION = "1.0"
 SCHEMA_VERSION_KEY = b"distrl.schema_version"
 SUPPORTED_MAJOR_VERSIONS = frozenset({1})
+SHARD_HOST_KEY = b"distrl.host"
+"""Parquet key-value metadata of a shard: the host name of the machine whose collector wrote it.
+A label of the file, not a column: every step of a shard comes from one host, and shards written
+before it existed simply have none (the `shards` SQL view shows NULL)."""
 
 EPISODE_STATUSES = ("ok", "truncated", "env_error")
 """`ok`: ended by the task (success, status action or horizon); `truncated`: cut by the collector
@@ -67,6 +71,17 @@ COLUMN_NAMES: tuple[str, ...] = tuple(STEP_SCHEMA.names)
 
 class SchemaError(ValueError):
     """Data does not match the trajectory schema; the message names the offending field."""
+
+
+def shard_metadata(host: str) -> dict[bytes, bytes]:
+    """The key-value metadata a shard is written with: the schema version and the writer's host."""
+    return {SCHEMA_VERSION_KEY: SCHEMA_VERSION.encode(), SHARD_HOST_KEY: host.encode()}
+
+
+def shard_host(metadata: Mapping[bytes, bytes] | None) -> str | None:
+    """The host a shard was written on, from its metadata (None for shards that predate the label)."""
+    raw = (metadata or {}).get(SHARD_HOST_KEY)
+    return None if raw is None else raw.decode(errors="replace")
 
 
 def parse_version(version: str) -> tuple[int, int]:

@@ -19,16 +19,17 @@ import errno
 import io
 import logging
 import random
+import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from storage.schema import STEP_SCHEMA, conform, validate_table
+from storage.schema import STEP_SCHEMA, conform, shard_metadata, validate_table
 from storage.store import Store, atomic_put, redact, sweep_stale_temps
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,9 @@ class ShardWriterConfig:
     """Parquet compression codec."""
     retry_seconds: float = 5.0
     """After a failed automatic flush, wait this long before `add_episode` tries again."""
+    host: str = field(default_factory=socket.gethostname)
+    """Machine that writes the shards, stored in each shard's metadata (`distrl.host`): which host
+    a shard came from stays known when collectors of one pool move between machines."""
 
     def __post_init__(self) -> None:
         for name in ("pool", "collector_id"):
@@ -145,7 +149,7 @@ class ShardWriter:
             if not self._buffer:
                 return None
             table = pa.concat_tables(self._buffer)
-            payload = _to_parquet_bytes(table, self.config.compression)
+            payload = _to_parquet_bytes(table, self.config.compression, self.config.host)
             day = datetime.now(UTC).strftime("%Y-%m-%d")
             name = f"{self.config.collector_id}-{self._seq:06d}-{uuid.uuid4().hex[:12]}.parquet"
             path = f"{shard_dir(self.store, self.config.pool, day)}/{name}"
@@ -217,7 +221,8 @@ class ShardWriter:
         ) from None
 
 
-def _to_parquet_bytes(table: pa.Table, compression: str) -> bytes:
+def _to_parquet_bytes(table: pa.Table, compression: str, host: str) -> bytes:
     sink = io.BytesIO()
-    pq.write_table(table.cast(STEP_SCHEMA), sink, compression=compression)
+    labelled = table.cast(STEP_SCHEMA).replace_schema_metadata(shard_metadata(host))
+    pq.write_table(labelled, sink, compression=compression)
     return sink.getvalue()

@@ -1,4 +1,5 @@
-"""Read-only SQL over the trajectory store: DuckDB views `steps`, `episodes`, `tasks`, `policies`.
+"""Read-only SQL over the trajectory store: DuckDB views `steps`, `episodes`, `tasks`, `policies`,
+`shards` (one row per shard file, with the host that wrote it, from its footer's `distrl.host`).
 
 Shards are found with the same listing as the learner's catalog; a shard whose footer cannot be
 read, or whose schema or version is foreign, is left out with a warning (and not moved: reading
@@ -20,7 +21,7 @@ import duckdb
 import pyarrow as pa
 
 from storage.catalog import BadShard, check_footer, list_shards, try_read_shard
-from storage.schema import STEP_SCHEMA, SchemaError
+from storage.schema import STEP_SCHEMA, SchemaError, shard_host
 from storage.sql_guard import ReadOnlyError, check_read_only, explain_refusal, lock_down
 from storage.sql_limits import QueryLimits, SqlLimitError, SqlSettings
 from storage.store import Store, redact
@@ -28,7 +29,7 @@ from storage.store import Store, redact
 log = logging.getLogger(__name__)
 
 VIEWS_SQL = (Path(__file__).parent / "sql" / "views.sql").read_text()
-VIEW_NAMES = ("steps", "episodes", "tasks", "policies")
+VIEW_NAMES = ("steps", "episodes", "tasks", "policies", "shards")
 
 __all__ = ["ReadOnlyError", "SqlLimitError", "SqlSession", "SqlSettings", "check_read_only", "open_sql"]
 _BATCH_ROWS = 65_536
@@ -41,6 +42,7 @@ class SqlSession:
     shards: list[str]
     limits: QueryLimits
     skipped: list[BadShard] = field(default_factory=list)
+    hosts: dict[str, str | None] = field(default_factory=dict)  # shard path -> host (its footer's label)
     _probed: bool = False
 
     def query(self, statement: str) -> pa.Table:
@@ -105,7 +107,7 @@ class SqlSession:
         gone = {b.path for b in bad}
         self.shards = [p for p in self.shards if p not in gone]
         self.skipped.extend(bad)
-        _create_views(self.con, self.store, self.shards)
+        _create_views(self.con, self.store, self.shards, self.hosts)
 
     def close(self) -> None:
         self.con.close()
@@ -144,8 +146,10 @@ def _as_duckdb_error(exc: Exception) -> duckdb.Error:
     return kind(message)
 
 
-def _valid_shards(store: Store) -> tuple[list[str], list[BadShard]]:
+def _valid_shards(store: Store) -> tuple[list[str], list[BadShard], dict[str, str | None]]:
+    """Shards whose footer is readable and ours, those left out, and each good one's host label."""
     paths = [s.path for s in list_shards(store)]
+    hosts: dict[str, str | None] = {}
 
     def check(path: str) -> BadShard | None:
         if store.is_local and os.path.realpath(path) != path:  # the root is resolved: a link inside
@@ -153,7 +157,7 @@ def _valid_shards(store: Store) -> tuple[list[str], list[BadShard]]:
             reason = f"a symbolic link (to {os.path.realpath(path)}); only files inside the store are read"
             return BadShard(path=path, reason=reason, moved_to=None)
         try:
-            check_footer(store, path)
+            hosts[path] = shard_host(check_footer(store, path).metadata)
         except (SchemaError, pa.ArrowException, OSError, ValueError) as exc:
             return BadShard(path=path, reason=redact(f"{type(exc).__name__}: {exc}"), moved_to=None)
         return None
@@ -164,15 +168,27 @@ def _valid_shards(store: Store) -> tuple[list[str], list[BadShard]]:
     for shard in bad:
         log.warning("left out unreadable shard %s: %s", store.url(shard.path), shard.reason)
     bad_paths = {b.path for b in bad}
-    return [p for p in paths if p not in bad_paths], bad
+    return [p for p in paths if p not in bad_paths], bad, hosts
 
 
-def _create_views(con: duckdb.DuckDBPyConnection, store: Store, shards: list[str]) -> None:
+def _create_views(
+    con: duckdb.DuckDBPyConnection, store: Store, shards: list[str], hosts: dict[str, str | None]
+) -> None:
+    # `step_rows` carries each row's file name, for the `shards` view; `steps` (views.sql) is it
+    # without that column, exactly the schema's columns.
     if shards:
-        source = con.read_parquet([store.url(p) for p in shards], hive_partitioning=False)
+        source = con.read_parquet([store.url(p) for p in shards], hive_partitioning=False, filename=True)
     else:
-        source = con.from_arrow(STEP_SCHEMA.empty_table())
-    source.create_view("steps")
+        empty = STEP_SCHEMA.empty_table()
+        source = con.from_arrow(empty.append_column("filename", pa.array([], pa.string())))
+    source.create_view("step_rows")
+    labels = pa.table(
+        {
+            "shard": pa.array([store.url(p) for p in shards], pa.string()),
+            "host": pa.array([hosts.get(p) for p in shards], pa.string()),
+        }
+    )
+    con.register("shard_labels", labels)  # the connection keeps the table alive
     con.execute(VIEWS_SQL)
 
 
@@ -186,13 +202,13 @@ def open_sql(store: Store, *, threads: int = 2, settings: SqlSettings | None = N
     con = duckdb.connect(":memory:", config={"threads": threads})
     try:
         limits.apply(con)
-        shards, bad = _valid_shards(store)
+        shards, bad, hosts = _valid_shards(store)
         if not store.is_local:
             con.register_filesystem(store.fs)
-        _create_views(con, store, shards)
+        _create_views(con, store, shards, hosts)
         lock_down(con, store.url(store.trajectories))
     except BaseException:
         con.close()
         limits.close()
         raise
-    return SqlSession(con=con, store=store, shards=shards, limits=limits, skipped=bad)
+    return SqlSession(con=con, store=store, shards=shards, limits=limits, skipped=bad, hosts=hosts)

@@ -1,5 +1,9 @@
--- Views over the `steps` view (one row per step, registered from the store's shards).
+-- Views over the shards' rows (`step_rows`: one row per step, registered from the store's shards,
+-- with the file it came from) and their footers' labels (`shard_labels`: shard, host).
 -- Episode-level facts are derived here, never stored twice.
+
+CREATE OR REPLACE VIEW steps AS
+SELECT * EXCLUDE (filename) FROM step_rows;
 
 CREATE OR REPLACE VIEW episodes AS
 SELECT
@@ -53,3 +57,20 @@ SELECT
     max(s.step_started_at) AS last_step_at
 FROM steps s
 GROUP BY s.policy_name, s.policy_version;
+
+-- One row per shard file: which host wrote it (NULL for shards written before the label existed),
+-- its collector, and what it holds.
+CREATE OR REPLACE VIEW shards AS
+SELECT
+    r.filename AS shard,
+    any_value(l.host) AS host,
+    any_value(r.pool) AS pool,
+    any_value(r.collector_id) AS collector_id,
+    count(DISTINCT r.episode_id) AS episodes,
+    count(*) AS steps,
+    list(DISTINCT r.policy_version ORDER BY r.policy_version) AS policy_versions,
+    min(r.step_started_at) AS first_step_at,
+    max(r.step_started_at) AS last_step_at
+FROM step_rows r
+LEFT JOIN shard_labels l ON l.shard = r.filename
+GROUP BY r.filename;

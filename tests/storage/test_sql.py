@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import io
 import json
 from collections import defaultdict
 
@@ -130,3 +131,38 @@ def test_cli_wires_fake_adb_to_the_server_entry_point() -> None:
 
     args = build_parser().parse_args(["fake-adb", "--port", "0", "--devices", "3"])
     assert args.func is _cmd_fake_adb and (args.port, args.devices, args.host) == (0, 3, "127.0.0.1")
+
+
+def test_shards_view_names_the_host_that_wrote_each_shard(any_store: Store) -> None:
+    """Each shard's footer carries its writer's host (`distrl.host`); the `shards` view reads it back
+    per file, next to what the file holds, and a shard that predates the label shows NULL."""
+    rng = np.random.default_rng(5)
+    for host, pool, episodes in (("collector-a", "pool_a", 6), ("collector-b", "pool_b", 3)):
+        config = ShardWriterConfig(pool=pool, collector_id="c0", flush_episodes=3, flush_seconds=0, host=host)
+        with ShardWriter(any_store, config) as writer:
+            for i in range(episodes):
+                writer.add_episode(synthetic_episode(rng, pool=pool, policy_version=1 + i % 2))
+    old = any_store.path("trajectories", "pool=pool_a", "date=2026-01-01", "old-000000-x.parquet")
+    atomic_put(any_store, old, pq_bytes(synthetic_episode(rng, pool="pool_a", policy_version=0)))
+    session = open_sql(any_store)
+    per_host = session.query(
+        "SELECT host, count(*) AS shards, sum(episodes) AS episodes, "
+        "list_sort(list_distinct(flatten(list(policy_versions)))) AS versions "
+        "FROM shards GROUP BY host ORDER BY host NULLS LAST"
+    ).to_pylist()
+    assert per_host == [
+        {"host": "collector-a", "shards": 2, "episodes": 6, "versions": [1, 2]},
+        {"host": "collector-b", "shards": 1, "episodes": 3, "versions": [1, 2]},
+        {"host": None, "shards": 1, "episodes": 1, "versions": [0]},
+    ]
+    assert session.query("SELECT count(DISTINCT shard) AS n FROM shards").to_pylist()[0]["n"] == 4
+    columns = session.query("SELECT * FROM steps LIMIT 0").schema.names
+    assert "filename" not in columns and columns[0] == "run_id"
+    session.close()
+
+
+def pq_bytes(table) -> bytes:
+    """A shard as writers before the host label wrote it: the step schema's metadata only."""
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    return sink.getvalue()

@@ -1,0 +1,392 @@
+"""A multi-host run on one machine, with real networking: `sudo .venv/bin/python -m bench.multihost`.
+
+Four hosts, each a network namespace on a private bridge (`bench/netns.py`, 10.77.0.0/24): `head`
+(Prefect server, MLflow server, S3 endpoint: moto), `collector-a` and `collector-b` (a process worker
+each, pools collectors-a / collectors-b), `learner` (pool learner-gpu). This process is the
+operator's laptop on the same bridge: it creates the work pools, runs `prefect deploy --all`, starts
+the deployments of prefect.yaml and reads the results back. Every host knows the others only by
+address (`bench/_multihost_hosts.py`). Then, in order:
+
+1. power cut: every process of collector-a gets SIGKILL at once, once both collectors have written
+   shards and the learner has published version 2. Every shard collector-a had reported as written
+   must be readable; the learner must publish new versions from collector-b's data;
+2. collector-a comes back: a new worker, the lost run marked Crashed (what Prefect's own zombie
+   detection would do; it frees the deployment's concurrency slot), a new run; it must write shards;
+3. the head's cable is pulled for `cut_seconds` (`ip link set <veth> down`, then up): the runs must
+   carry on, and afterwards new versions and new shards from both collectors must appear. What each
+   host logged while the head was away is part of the result;
+4. episodes, versions and shards per host, read back with `distrl sql`'s views (`shards`, `episodes`).
+
+Needs root (network namespaces); writes bench/results/multihost.json. tests/integration/test_multihost.py
+runs the same scenario.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench._common import RESULTS, machine
+from bench._multihost_hosts import (
+    COLLECTOR_A,
+    COLLECTOR_B,
+    DEPLOYMENTS,
+    HEAD,
+    HOSTS,
+    LEARNER,
+    PORTS,
+    Hosts,
+)
+from bench._multihost_observe import WROTE_SHARD, log_window, tcp_to
+from bench.netns import Network
+from flows import processes
+
+REPO = Path(__file__).resolve().parents[1]
+
+LEARNER_PARAMS: dict[str, Any] = {
+    "params": {"batch_size": 4, "updates_per_block": 4, "publish_every_updates": 4, "max_minutes": 30.0},
+    "replay": {"min_size_steps": 200},
+    "warm_start": {"family": "general", "updates": 5},
+}
+# Emulator-like step latency: the collectors sleep rather than spin, so three hosts share two cores.
+COLLECTOR_PARAMS: dict[str, Any] = {
+    "episodes_per_batch": 8,
+    "flush_episodes": 8,
+    "flush_seconds": 5.0,
+    "step_latency_s": 0.1,
+    "task_run_seconds": 10.0,
+    "max_minutes": 30.0,
+}
+
+
+@dataclass
+class ScenarioConfig:
+    run_dir: Path
+    project_dir: Path = REPO
+    subnet: str = "10.77.0.0/24"
+    cut_seconds: float = 30.0
+    startup_timeout_s: float = 300.0
+    phase_timeout_s: float = 300.0
+
+
+@dataclass
+class Scenario:
+    config: ScenarioConfig
+    timeline: list[tuple[float, str]] = field(default_factory=list)
+    result: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.net = Network(HOSTS, self.config.subnet)
+        self.hosts = Hosts(self.net, self.config.run_dir, self.config.project_dir)
+        self.started = time.monotonic()
+        self.runs: dict[str, Any] = {}
+
+    # ----- helpers ---------------------------------------------------------------------------------
+    def mark(self, what: str) -> float:
+        now = time.monotonic() - self.started
+        self.timeline.append((round(now, 1), what))
+        print(f"[{now:6.1f} s] {what}", flush=True)
+        return now
+
+    @contextlib.contextmanager
+    def operator_env(self) -> Iterator[None]:
+        """This process as the operator's laptop: the same addresses as every host."""
+        saved = dict(os.environ)
+        os.environ.update(self.hosts.address_env())
+        os.environ["DISTRL_MLFLOW_CACHE_DIR"] = str(self.config.run_dir / "operator" / "policy-cache")
+        try:
+            yield
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+    @contextlib.contextmanager
+    def api(self) -> Iterator[Any]:
+        from prefect.client.orchestration import get_client
+        from prefect.settings import PREFECT_API_URL, PREFECT_CLIENT_MAX_RETRIES, temporary_settings
+
+        url = self.hosts.address_env()["PREFECT_API_URL"]
+        settings = {PREFECT_API_URL: url, PREFECT_CLIENT_MAX_RETRIES: 8}
+        with temporary_settings(settings), get_client(sync_client=True) as client:
+            yield client
+
+    def wait_for(self, what: str, check: Callable[[], bool], timeout_s: float | None = None) -> float:
+        deadline = time.monotonic() + (timeout_s or self.config.phase_timeout_s)
+        while True:
+            with contextlib.suppress(Exception):
+                if check():
+                    return self.mark(what)
+            dead = [n for n, p in self.hosts.procs.items() if not p.alive() and "/worker" not in n]
+            if dead:
+                raise RuntimeError(f"{dead} exited while waiting for: {what}\n{self.tails()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"not within {timeout_s or self.config.phase_timeout_s:.0f} s: {what}\n{self.tails()}"
+                )
+            time.sleep(2)
+
+    def tails(self) -> str:
+        return "\n".join(f"--- {n} ---\n{p.tail(15)}" for n, p in self.hosts.procs.items())
+
+    def shards_logged(self, host: str, log: str | None = None) -> list[str]:
+        """Shards the host's collector reported as written (its worker's log), in order."""
+        paths = [self.config.run_dir / host / log] if log else self.hosts.logs(host)
+        found = []
+        for path in paths:
+            with contextlib.suppress(OSError):
+                found += WROTE_SHARD.findall(path.read_text(errors="replace"))
+        return found
+
+    def versions(self) -> list[tuple[int, float]]:
+        """(version, creation time as epoch seconds) of every published version."""
+        from storage.registry import PolicyRegistry
+
+        registry = PolicyRegistry()
+        found = registry.client.search_model_versions(f"name='{registry.name}'")
+        return sorted((int(v.version), v.creation_timestamp / 1000) for v in found)
+
+    def run_deployment(self, host: str, parameters: dict[str, Any]) -> str:
+        with self.api() as client:
+            deployment = client.read_deployment_by_name(DEPLOYMENTS[host])
+            merged = dict(deployment.parameters)
+            for key, value in parameters.items():
+                current = merged.get(key)
+                merged[key] = (
+                    current | value if isinstance(current, dict) and isinstance(value, dict) else value
+                )
+            run = client.create_flow_run_from_deployment(deployment.id, parameters=merged)
+        self.runs[host] = run.id
+        return str(run.id)
+
+    def run_states(self) -> dict[str, str]:
+        with self.api() as client:
+            return {host: client.read_flow_run(run_id).state_name for host, run_id in self.runs.items()}
+
+    def connections_to_head(self, host: str) -> dict[str, dict[str, int]]:
+        return tcp_to(self.net.output(host, ["ss", "-tnH"]), self.net.hosts[HEAD].address, PORTS)
+
+    def log_sizes(self) -> dict[Path, int]:
+        return {p: p.stat().st_size for host in HOSTS for p in self.hosts.logs(host)}
+
+    # ----- the scenario ----------------------------------------------------------------------------
+    def setup(self) -> None:
+        from flows.up_config import work_pools
+
+        self.net.up()
+        self.mark(f"network up: {', '.join(f'{h.name} {h.address}' for h in self.net.hosts.values())}")
+        self.hosts.start_servers()
+        self.hosts.await_servers(self.config.startup_timeout_s)
+        self.mark("head: S3, MLflow and Prefect answer on the bridge")
+        import boto3
+        from prefect.client.schemas.actions import WorkPoolCreate
+        from prefect.workers.process import ProcessWorker
+
+        env = self.hosts.address_env()
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=env["DISTRL_S3_ENDPOINT_URL"],
+            region_name="us-east-1",
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        )
+        s3.create_bucket(Bucket=self.hosts.bucket)
+        template = ProcessWorker.get_default_base_job_template()
+        with self.api() as client:
+            for pool in work_pools(self.config.project_dir):
+                client.create_work_pool(
+                    WorkPoolCreate(name=pool, type="process", base_job_template=template), overwrite=True
+                )
+        inherited = processes.without_credentials(os.environ)  # `prefect deploy` needs no key
+        deploy_env = {k: v for k, v in inherited.items() if not k.startswith("PREFECT_")} | env
+        deploy_env["PREFECT_HOME"] = str(self.config.run_dir / "operator" / "prefect")
+        done = subprocess.run(
+            [sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all"],
+            cwd=self.config.project_dir,
+            env=deploy_env,
+            capture_output=True,
+            text=True,
+            timeout=self.config.startup_timeout_s,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"`prefect deploy --all` failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            )
+        self.mark("operator: work pools created, `prefect deploy --all` done")
+        for host in (COLLECTOR_A, COLLECTOR_B, LEARNER):
+            self.hosts.start_worker(host)
+
+        def online() -> bool:
+            with self.api() as client:
+                return all(
+                    client.read_workers_for_work_pool(p)
+                    for p in ("collectors-a", "collectors-b", "learner-gpu")
+                )
+
+        self.wait_for(
+            "workers of collector-a, collector-b and learner online", online, self.config.startup_timeout_s
+        )
+
+    def power_cut(self) -> None:
+        self.run_deployment(LEARNER, LEARNER_PARAMS)
+        for host in (COLLECTOR_A, COLLECTOR_B):
+            self.run_deployment(host, {"params": COLLECTOR_PARAMS})
+        self.mark("operator: learn, collect-pool-a and collect-pool-b started")
+        self.wait_for(
+            "both collectors wrote shards and the learner published version 2",
+            lambda: (
+                bool(self.shards_logged(COLLECTOR_A))
+                and bool(self.shards_logged(COLLECTOR_B))
+                and len(self.versions()) >= 2
+            ),
+        )
+        killed = self.net.power_off(COLLECTOR_A)
+        acknowledged = self.shards_logged(COLLECTOR_A)
+        versions, b_before = len(self.versions()), len(self.shards_logged(COLLECTOR_B))
+        self.mark(
+            f"power cut on collector-a: SIGKILL to {len(killed)} processes; it had reported {len(acknowledged)} shards"
+        )
+        self.result["power_cut"] = {
+            "killed_processes": len(killed),
+            "acknowledged_shards": acknowledged,
+            "versions_at_cut": versions,
+        }
+        self.wait_for(
+            "learner published a new version and collector-b wrote new shards after the power cut",
+            lambda: len(self.versions()) > versions and len(self.shards_logged(COLLECTOR_B)) > b_before,
+        )
+        from storage.catalog import read_shard
+        from storage.store import open_store
+
+        store = open_store()
+        readable = [url for url in acknowledged if read_shard(store, url.removeprefix("s3://")).num_rows]
+        self.result["power_cut"] |= {"readable_shards": len(readable), "versions_after": len(self.versions())}
+
+    def rejoin(self) -> None:
+        from prefect.states import Crashed
+
+        lost = self.runs[COLLECTOR_A]
+        with self.api() as client:
+            lost_state = client.read_flow_run(lost).state_name
+            client.set_flow_run_state(lost, Crashed(message="collector-a lost power"), force=True)
+        self.hosts.start_worker(COLLECTOR_A, generation=2)
+        self.run_deployment(COLLECTOR_A, {"params": COLLECTOR_PARAMS})
+        self.mark(f"collector-a restarted: lost run was {lost_state!r}, marked Crashed; new run started")
+        self.wait_for(
+            "collector-a's new run wrote a shard",
+            lambda: bool(self.shards_logged(COLLECTOR_A, "worker-2.log")),
+        )
+        self.result["rejoin"] = {
+            "lost_run_state_seen": lost_state,
+            "shards_after_restart": len(self.shards_logged(COLLECTOR_A, "worker-2.log")),
+        }
+
+    def cut_head(self) -> None:
+        before = self.log_sizes()
+        shards = {h: len(self.shards_logged(h)) for h in (COLLECTOR_A, COLLECTOR_B)}
+        self.net.pull_cable(HEAD)
+        cut_at = self.mark(f"head's cable pulled for {self.config.cut_seconds:.0f} s")
+        time.sleep(self.config.cut_seconds / 2)
+        # Mid-cut: on each host, its TCP connections to the head's servers, and how many hold
+        # request bytes the head has not acknowledged (a call blocked, being retransmitted).
+        waiting = {host: self.connections_to_head(host) for host in (COLLECTOR_A, COLLECTOR_B, LEARNER)}
+        time.sleep(self.config.cut_seconds / 2)
+        self.net.plug_cable(HEAD)
+        plugged_wall, plugged_at = time.time(), self.mark("head's cable plugged back")
+        during = self.log_sizes()
+        self.wait_for(
+            "after the cut: a new version and new shards from both collectors",
+            lambda: (
+                any(t > plugged_wall for _, t in self.versions())
+                and all(len(self.shards_logged(h)) > shards[h] for h in shards)
+            ),
+        )
+        after = self.log_sizes()
+        self.result["head_cut"] = {
+            "seconds": round(plugged_at - cut_at, 1),
+            "connections_mid_cut": waiting,
+            "while_down": log_window(before, during, self.config.run_dir),
+            "after_plug": log_window(during, after, self.config.run_dir),
+            "run_states_after": self.run_states(),
+        }
+
+    def report(self) -> None:
+        from storage.sql_views import open_sql
+        from storage.store import open_store
+
+        session = open_sql(open_store())
+        try:
+            per_host = session.query(
+                "SELECT host, count(*) AS shards, sum(episodes)::BIGINT AS episodes, sum(steps)::BIGINT AS steps, "
+                "list_sort(list_distinct(flatten(list(policy_versions)))) AS policy_versions "
+                "FROM shards GROUP BY host ORDER BY host"
+            ).to_pylist()
+            episodes = session.query(
+                "SELECT pool, collector_id, count(*) AS episodes, count(DISTINCT policy_version) AS versions, "
+                "avg(success) AS success FROM episodes GROUP BY ALL ORDER BY ALL"
+            ).to_pylist()
+            acknowledged = set(self.result["power_cut"]["acknowledged_shards"])
+            listed = session.query("SELECT shard, host FROM shards").to_pylist()
+        finally:
+            session.close()
+        self.result["sql"] = {"per_host": per_host, "per_collector": episodes}
+        self.result["power_cut"]["acknowledged_in_sql"] = sum(
+            1 for row in listed if row["shard"] in acknowledged and row["host"] == COLLECTOR_A
+        )
+        self.result["versions"] = [v for v, _ in self.versions()]
+        self.mark("report read back with SQL")
+
+    def run(self) -> dict[str, Any]:
+        try:
+            self.setup()
+            with self.operator_env():
+                self.power_cut()
+                self.rejoin()
+                self.cut_head()
+                self.report()
+        finally:
+            self.hosts.stop()
+            self.net.down()
+            self.mark("hosts stopped, namespaces and links removed")
+        self.result["timeline"] = self.timeline
+        self.result["total_s"] = round(time.monotonic() - self.started, 1)
+        return self.result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, default=Path(".distrl/bench/multihost"))
+    parser.add_argument("--subnet", default="10.77.0.0/24")
+    parser.add_argument("--cut-seconds", type=float, default=30.0)
+    parser.add_argument("--out", type=Path, default=RESULTS / "multihost.json")
+    args = parser.parse_args(argv)
+    from bench.netns import unavailable
+
+    reason = unavailable()
+    if reason:
+        print(f"error: {reason}", file=sys.stderr)
+        return 2
+    import shutil
+
+    # `timeout` or a container stop sends SIGTERM: unwind, so `finally` removes the namespaces.
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+    shutil.rmtree(args.dir, ignore_errors=True)
+    config = ScenarioConfig(run_dir=args.dir.resolve(), subnet=args.subnet, cut_seconds=args.cut_seconds)
+    result = Scenario(config).run()
+    result["machine"] = machine()
+    args.out.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    print(json.dumps({k: result[k] for k in ("sql", "total_s")}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
