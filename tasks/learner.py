@@ -21,6 +21,7 @@ from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from distrl_core.learner.config import Algorithm, LearnerConfig, learner_config
+from distrl_core.learner.distributed import batch_split_problem
 from distrl_core.learner.learner import Learner
 from distrl_core.learner.objectives import algorithm_spec
 from distrl_core.learner.step import Draw, train_step
@@ -30,8 +31,9 @@ from storage.replay import Replay, ReplayNotReady, SampleBatch
 from storage.replay_config import ReplaySettings
 from storage.store import open_store
 from tasks.block_log import BlockLog
-from tasks.bounds import MAX_BATCH, MAX_MINUTES, MAX_SECONDS, MAX_SEED, MAX_UPDATES
+from tasks.bounds import MAX_BATCH, MAX_MINUTES, MAX_PROCESSES, MAX_SECONDS, MAX_SEED, MAX_UPDATES
 from tasks.heldout_curve import ENV_STEPS_TAG, SECONDS_TAG
+from tasks.learner_ranks import LearnerRanks
 from tasks.learner_timing import LearnerTiming
 from tasks.mlflow_metrics import log_metrics, start_tracked_run
 from tasks.retry import only_transient, with_retries
@@ -78,6 +80,15 @@ class LearnerParams(BaseModel):
         "counts from the learner's first update).",
     )
 
+    learner_processes: int = Field(
+        1,
+        ge=1,
+        le=MAX_PROCESSES,
+        description="Processes the learner trains on (DDP: gloo on CPU, NCCL on GPUs): this one is rank 0 "
+        "(replay, MLflow, registry) and torchrun starts the others; each trains on "
+        "batch_size/learner_processes trajectories of every batch (docs/architecture.md).",
+    )
+
     @field_validator("learner_config")
     @classmethod
     def _check_learner_config(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
@@ -90,6 +101,8 @@ class LearnerParams(BaseModel):
 
     @model_validator(mode="after")
     def _whole_episodes_when_the_algorithm_needs_them(self) -> LearnerParams:
+        if problem := batch_split_problem(self.batch_size, self.learner_processes):
+            raise ValueError(problem)
         if algorithm_spec(self.algorithm).needs_whole_episodes and self.window is not None:
             raise ValueError(
                 f"algorithm {self.algorithm!r} compares whole episodes' returns, but window={self.window} "
@@ -136,6 +149,7 @@ class LearnerSession:
         self.ingesting: Future[dict[str, int]] | None = None
         self.last_ingest: dict[str, int] = {}
         self.ingester = ThreadPoolExecutor(1, thread_name_prefix="replay-ingest")
+        self.ranks: LearnerRanks | None = None  # the other learner processes (learner_processes > 1)
 
     @property
     def duty_cycle(self) -> float:
@@ -174,6 +188,12 @@ def open_learner(
     session = LearnerSession(params, replay, learner, registry, run_id, latest)
     if start_version is None:  # a restart, not a fine-tune that counts its own updates (retrain)
         _resume_counters(session, fetched.tags)
+    if params.learner_processes > 1:
+        try:
+            session.ranks = LearnerRanks.start(learner, params.learner_processes)
+        except BaseException:
+            close_learner(session)
+            raise
     return session
 
 
@@ -195,6 +215,8 @@ def _params_for_mlflow(params: LearnerParams, config: LearnerConfig) -> dict[str
 
 
 def close_learner(session: LearnerSession) -> None:
+    if session.ranks is not None:
+        session.ranks.close()
     session.sampler.shutdown(wait=True, cancel_futures=True)
     session.ingester.shutdown(wait=True, cancel_futures=True)
     session.replay.try_checkpoint()  # a full disk loses the priorities since the last one, not the run
@@ -259,6 +281,8 @@ def train_block(session: LearnerSession, updates: int | None = None) -> dict[str
     the replay is not ready."""
     replay, learner = session.replay, session.learner
     sample = partial(_next_draw, session)
+    if session.ranks is not None:  # the followers train on their shards of the same draw
+        sample = session.ranks.sharing(sample)
     done = 0
     metrics: dict[str, float] = {}
     block = BlockLog(learner.updates + 1)
