@@ -64,12 +64,12 @@ class DataParallel:
             else torch.cuda.current_device()
         )
         # find_unused_parameters: the actor heads are out of the loss during the critic warm-up,
-        # the critics for critic-free algorithms. The buffers are not trained: no broadcast.
+        # the critics for critic-free algorithms. Buffers are not trained: synced once, at construction.
         self.loss = DistributedDataParallel(
             MicroBatchLoss(policy),
             device_ids=[index] if cuda else None,
             find_unused_parameters=True,
-            broadcast_buffers=False,
+            forward_sync_buffers=False,
         )
 
     def rows(self, size: int) -> range:
