@@ -17,12 +17,19 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from bench._common import RESULTS, machine
 
-CONFIG = {"micro_batch_size": 8, "critic_warmup_updates": 0, "entity_dropout": 0.0, "word_dropout": 0.0}
+CONFIG: dict[str, Any] = {
+    "micro_batch_size": 8,
+    "critic_warmup_updates": 0,
+    "entity_dropout": 0.0,
+    "word_dropout": 0.0,
+}
 
 
 def _batches(count: int, batch_size: int) -> list[Any]:
@@ -53,6 +60,10 @@ def _batches(count: int, batch_size: int) -> list[Any]:
     return draws
 
 
+def _given(draw: Any) -> Any:
+    return draw
+
+
 def _run(draws: list[Any], threads: int, processes: int, warmup: int) -> dict[str, Any]:
     import torch
 
@@ -67,7 +78,9 @@ def _run(draws: list[Any], threads: int, processes: int, warmup: int) -> dict[st
     try:
         timed, steps = 0.0, 0
         for n, draw in enumerate(draws):
-            sample = (lambda d=draw: d) if ranks is None else ranks.sharing(lambda d=draw: d)
+            sample: Callable[[], Any] = partial(_given, draw)
+            if ranks is not None:
+                sample = ranks.sharing(sample)
             started = time.perf_counter()
             step = train_step(learner, sample, lambda _k, _p: None)
             if n >= warmup:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -80,14 +81,10 @@ class LearnerParams(BaseModel):
         "counts from the learner's first update).",
     )
 
-    learner_processes: int = Field(
-        1,
-        ge=1,
-        le=MAX_PROCESSES,
-        description="Processes the learner trains on (DDP: gloo on CPU, NCCL on GPUs): this one is rank 0 "
-        "(replay, MLflow, registry) and torchrun starts the others; each trains on "
-        "batch_size/learner_processes trajectories of every batch (docs/architecture.md).",
-    )
+    learner_processes: int = Field(1, ge=1, le=MAX_PROCESSES, description=(
+        "Processes the learner trains on (DDP: gloo on CPU, NCCL on GPUs); this one is rank 0 (replay, MLflow, "
+        "registry), torchrun starts the others; each trains on batch_size/learner_processes trajectories."
+    ))  # fmt: skip
 
     @field_validator("learner_config")
     @classmethod
@@ -280,7 +277,7 @@ def train_block(session: LearnerSession, updates: int | None = None) -> dict[str
     """Up to `updates` updates (default `updates_per_block`); stops early (status 'waiting') when
     the replay is not ready."""
     replay, learner = session.replay, session.learner
-    sample = partial(_next_draw, session)
+    sample: Callable[[], Draw] = partial(_next_draw, session)
     if session.ranks is not None:  # the followers train on their shards of the same draw
         sample = session.ranks.sharing(sample)
     done = 0

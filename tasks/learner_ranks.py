@@ -69,7 +69,7 @@ class LearnerRanks:
         store = dist.TCPStore(
             "127.0.0.1", _free_port(), is_master=True, wait_for_workers=False, timeout=COLLECTIVE_TIMEOUT
         )
-        store.set("init", pickle.dumps(_init_message(learner)))
+        _put(store, "init", pickle.dumps(_init_message(learner)))
         command = [
             sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world - 1}",
             "-m", "tasks.learner_ranks", f"--rank0=127.0.0.1:{store.port}", f"--world={world}",
@@ -110,10 +110,14 @@ class LearnerRanks:
                 dist.destroy_process_group()
 
     def _send(self, message: tuple[Any, ...]) -> None:
-        self.store.set(f"cmd/{self.commands}", pickle.dumps(message))
+        _put(self.store, f"cmd/{self.commands}", pickle.dumps(message))
         if self.commands:  # every follower read it: it took part in that update's all-reduce
             self.store.delete_key(f"cmd/{self.commands - 1}")
         self.commands += 1
+
+
+def _put(store: dist.Store, key: str, value: bytes) -> None:
+    store.set(key, value)  # type: ignore[arg-type]  # the binding takes bytes; its stub says str only
 
 
 def _free_port() -> int:
