@@ -16,6 +16,7 @@ Split = Literal["train", "test"]  # distrl_core.envs.simdroid.tasks.SPLITS
 
 MAX_SEED = 2**32 - 1  # numpy's legacy seeding and most RNGs take 32 bits; negative seeds fail in numpy
 MAX_THREADS = 256  # collectors or environments in one process: each holds a policy or an emulator
+MAX_PROCESSES = 64  # learner processes (one per GPU): a node's worth, a typo guard
 MAX_BATCH = 65_536  # episodes, trajectories or steps handled together
 MAX_UPDATES = 100_000_000
 MAX_MINUTES = 60 * 24 * 366  # a year

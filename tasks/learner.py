@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -21,6 +22,7 @@ from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from distrl_core.learner.config import Algorithm, LearnerConfig, learner_config
+from distrl_core.learner.distributed import batch_split_problem
 from distrl_core.learner.learner import Learner
 from distrl_core.learner.objectives import algorithm_spec
 from distrl_core.learner.step import Draw, train_step
@@ -30,8 +32,9 @@ from storage.replay import Replay, ReplayNotReady, SampleBatch
 from storage.replay_config import ReplaySettings
 from storage.store import open_store
 from tasks.block_log import BlockLog
-from tasks.bounds import MAX_BATCH, MAX_MINUTES, MAX_SECONDS, MAX_SEED, MAX_UPDATES
+from tasks.bounds import MAX_BATCH, MAX_MINUTES, MAX_PROCESSES, MAX_SECONDS, MAX_SEED, MAX_UPDATES
 from tasks.heldout_curve import ENV_STEPS_TAG, SECONDS_TAG
+from tasks.learner_ranks import LearnerRanks
 from tasks.learner_timing import LearnerTiming
 from tasks.mlflow_metrics import log_metrics, start_tracked_run
 from tasks.retry import only_transient, with_retries
@@ -79,6 +82,11 @@ class LearnerParams(BaseModel):
         "counts from the learner's first update).",
     )
 
+    learner_processes: int = Field(1, ge=1, le=MAX_PROCESSES, description=(
+        "Processes the learner trains on (DDP: gloo on CPU, NCCL on GPUs); this one is rank 0 (replay, MLflow, "
+        "registry), torchrun starts the others; each trains on batch_size/learner_processes trajectories."
+    ))  # fmt: skip
+
     @field_validator("learner_config")
     @classmethod
     def _check_learner_config(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
@@ -91,6 +99,14 @@ class LearnerParams(BaseModel):
 
     @model_validator(mode="after")
     def _whole_episodes_when_the_algorithm_needs_them(self) -> LearnerParams:
+        if problem := batch_split_problem(self.batch_size, self.learner_processes):
+            raise ValueError(problem)
+        if self.learner_processes > 1 and self.learner_config.get("proximal_policy") == "average":
+            # Only rank 0 keeps the weight average (it publishes), so the other ranks have no π_prox.
+            raise ValueError(
+                "proximal_policy='average' reads the weight average that only the first learner process "
+                "keeps; with learner_processes > 1 use proximal_policy='update_start'"
+            )
         if algorithm_spec(self.algorithm).needs_whole_episodes and self.window is not None:
             raise ValueError(
                 f"algorithm {self.algorithm!r} compares whole episodes' returns, but window={self.window} "
@@ -142,6 +158,7 @@ class LearnerSession:
         self.ingesting: Future[dict[str, int]] | None = None
         self.last_ingest: dict[str, int] = {}
         self.ingester = ThreadPoolExecutor(1, thread_name_prefix="replay-ingest")
+        self.ranks: LearnerRanks | None = None  # the other learner processes (learner_processes > 1)
 
     @property
     def duty_cycle(self) -> float:
@@ -180,6 +197,12 @@ def open_learner(
     session = LearnerSession(params, replay, learner, registry, run_id, latest)
     if start_version is None:  # a restart, not a fine-tune that counts its own updates (retrain)
         _resume_counters(session, fetched.tags)
+    if params.learner_processes > 1:
+        try:
+            session.ranks = LearnerRanks.start(learner, params.learner_processes)
+        except BaseException:
+            close_learner(session)
+            raise
     return session
 
 
@@ -201,6 +224,8 @@ def _params_for_mlflow(params: LearnerParams, config: LearnerConfig) -> dict[str
 
 
 def close_learner(session: LearnerSession) -> None:
+    if session.ranks is not None:
+        session.ranks.close()
     session.sampler.shutdown(wait=True, cancel_futures=True)
     session.ingester.shutdown(wait=True, cancel_futures=True)
     session.replay.try_checkpoint()  # a full disk loses the priorities since the last one, not the run
@@ -264,7 +289,9 @@ def train_block(session: LearnerSession, updates: int | None = None) -> dict[str
     """Up to `updates` updates (default `updates_per_block`); stops early (status 'waiting') when
     the replay is not ready."""
     replay, learner = session.replay, session.learner
-    sample = partial(_next_draw, session)
+    sample: Callable[[], Draw] = partial(_next_draw, session)
+    if session.ranks is not None:  # the followers train on their shards of the same draw
+        sample = session.ranks.sharing(sample)
     done = 0
     metrics: dict[str, float] = {}
     block = BlockLog(learner.updates + 1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -15,10 +15,14 @@ from distrl_core.algos.priorities import linear_schedule
 from distrl_core.learner.averaging import WeightAverage
 from distrl_core.learner.batch import StepBatch
 from distrl_core.learner.config import LearnerConfig
-from distrl_core.learner.objectives import algorithm_spec, compute_objective, group_advantages
+from distrl_core.learner.micro_batch import MicroBatchLoss
+from distrl_core.learner.objectives import algorithm_spec, group_advantages
 from distrl_core.learner.task_stats import TaskStats, options_active
 from distrl_core.policy.defaults import training_defaults
 from distrl_core.policy.model import Policy
+
+if TYPE_CHECKING:
+    from distrl_core.learner.distributed import DataParallel
 
 __all__ = ["Learner"]
 
@@ -66,6 +70,8 @@ class Learner:
         self.critic_optimizer = torch.optim.AdamW(
             policy.critic_parameters(), lr=cfg.critic_lr, weight_decay=cfg.weight_decay
         )
+        self.loss = MicroBatchLoss(policy)
+        self.parallel: DataParallel | None = None  # set to train on several processes
         self.average = (
             WeightAverage(policy.actor_parameters() + policy.critic_parameters(), cfg.weight_average_decay)
             if cfg.weight_average_decay > 0
@@ -175,37 +181,39 @@ class Learner:
         autocast = torch.autocast(
             "cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda" and cfg.mixed_precision
         )
-        for start in range(0, batch.size, self.micro_batch_size):
-            rows = list(range(start, min(start + self.micro_batch_size, batch.size)))
+        # On several processes (learner/distributed.py) this rank's rows only; the totals above
+        # and the groups stay those of the whole batch.
+        parallel = self.parallel
+        shard = range(batch.size) if parallel is None else parallel.rows(batch.size)
+        forward = self.loss if parallel is None else parallel.loss
+        for start in range(shard.start, shard.stop, self.micro_batch_size):
+            rows = list(range(start, min(start + self.micro_batch_size, shard.stop)))
             sub = batch if len(rows) == batch.size else batch.select_rows(rows)
             mask = full_mask if sub is batch else full_mask[rows][:, : sub.shape[1]]
-            # Before the forward with gradient: swapping the averaged weights in afterwards would
-            # change tensors that forward's graph saved.
-            prox = self._proximal_logp(sub, autocast) if spec.needs_proximal else None
-            with autocast, policy.with_word_dropout(cfg.entity_dropout, cfg.word_dropout):
-                out = policy.evaluate(sub)
             group = None if groups is None else groups.advantages[rows][:, : sub.shape[1]]
             if spec.needs_proximal:
-                group = out.logp.detach() if prox is None else prox
-            objective = compute_objective(out, sub, mask, cfg, group)
+                # Before the forward with gradient: swapping the averaged weights in afterwards
+                # would change tensors that forward's graph saved. None: the forward's own
+                # log-probs, detached (π_prox = the weights at the start of the update).
+                group = self._proximal_logp(sub, autocast)
             step_share = float(mask.sum()) / total_steps
             row_share = len(rows) / total_rows
-            actor_term = (
-                objective.actor_loss * step_share if train_actor else objective.actor_loss.detach() * 0
-            )
-            (actor_term + objective.critic_loss * row_share).backward()
+            with nullcontext() if parallel is None else parallel.sync(last=rows[-1] == shard.stop - 1):
+                loss, part = forward(sub, mask, group, cfg, step_share, row_share, train_actor)
+                # DDP averages the ranks' gradients; each rank's loss is its share times W, so
+                # the average is the sum of the shares: the whole batch's gradient.
+                (loss if parallel is None else loss * parallel.world).backward()
+            objective = part.objective
             priorities[rows] = objective.priorities.float().cpu()
-            sums["actor_loss"] = (
-                sums.get("actor_loss", 0.0) + float(objective.actor_loss.detach()) * step_share
-            )
-            sums["critic_loss"] = (
-                sums.get("critic_loss", 0.0) + float(objective.critic_loss.detach()) * row_share
-            )
+            sums["actor_loss"] = sums.get("actor_loss", 0.0) + float(objective.actor_loss) * step_share
+            sums["critic_loss"] = sums.get("critic_loss", 0.0) + float(objective.critic_loss) * row_share
             sums["unknown_action_fraction"] = (
-                sums.get("unknown_action_fraction", 0.0) + float((mask & ~out.known).sum()) / total_steps
+                sums.get("unknown_action_fraction", 0.0) + float((mask & ~part.known).sum()) / total_steps
             )
             for name, value in objective.stats.items():
                 sums[name] = sums.get(name, 0.0) + float(value) * step_share
+        if parallel is not None:  # each rank filled its own rows of the priorities
+            sums, priorities = parallel.sum_over_ranks(sums, priorities)
         grad_actor = _grad_norm(policy.actor_parameters(), cfg.actor_grad_clip)
         grad_critic = _grad_norm(policy.critic_parameters(), cfg.critic_grad_clip)
         if train_actor:

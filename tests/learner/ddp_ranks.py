@@ -1,0 +1,53 @@
+"""The rank function of tests/learner/test_distributed.py, in a module of its own: spawned
+processes import it, and importing the test module would collect its fixtures too."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def policy_state(learner: Any) -> dict[str, torch.Tensor]:
+    """The raw and the published (averaged) weights of the learner's policy."""
+    policy = learner.policy
+    raw = {f"raw.{k}": v.detach().clone() for k, v in _named(policy).items()}
+    with learner.averaged():
+        published = {f"published.{k}": v.detach().clone() for k, v in _named(policy).items()}
+    return raw | published
+
+
+def _named(policy: Any) -> dict[str, torch.Tensor]:
+    return {f"model.{k}": v for k, v in policy.model.state_dict().items()} | {
+        f"heads.{k}": v for k, v in policy.heads.state_dict().items()
+    }
+
+
+def train(learner: Any, rows: list[dict], is_weights: Any, updates: int) -> list[tuple[dict, Any]]:
+    """`updates` updates on the same batch: (metrics, priorities) of each."""
+    from distrl_core.learner.batch import StepBatch
+
+    return [learner.update(StepBatch.from_rows(rows, is_weights)) for _ in range(updates)]
+
+
+def rank_main(rank: int, world: int, rendezvous: str, rows: list[dict], is_weights: Any, config: dict,
+              updates: int, out: str) -> None:  # fmt: skip
+    """One rank: the tiny policy, a learner on its shard of the batch, its results in `out`."""
+    import torch.distributed as dist
+
+    from distrl_core.learner import Learner, LearnerConfig
+    from distrl_core.learner.distributed import DataParallel
+    from distrl_core.policy import Policy, PolicyConfig
+
+    torch.set_num_threads(1)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    dist.init_process_group("gloo", init_method=rendezvous, rank=rank, world_size=world)
+    try:
+        learner = Learner(Policy.create(PolicyConfig(device="cpu")), LearnerConfig(**config))
+        learner.parallel = DataParallel(learner.policy, rank, world)
+        results = train(learner, rows, is_weights, updates)
+        torch.save({"results": results, "state": policy_state(learner)}, Path(out) / f"rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
