@@ -15,7 +15,7 @@ from distrl_core.algos.priorities import linear_schedule
 from distrl_core.learner.averaging import WeightAverage
 from distrl_core.learner.batch import StepBatch
 from distrl_core.learner.config import LearnerConfig
-from distrl_core.learner.micro_batch import MicroBatchLoss
+from distrl_core.learner.micro_batch import MicroBatchLoss, MicroBatchPart
 from distrl_core.learner.objectives import algorithm_spec, group_advantages
 from distrl_core.learner.task_stats import TaskStats, options_active
 from distrl_core.policy.defaults import training_defaults
@@ -203,15 +203,10 @@ class Learner:
                 # DDP averages the ranks' gradients; each rank's loss is its share times W, so
                 # the average is the sum of the shares: the whole batch's gradient.
                 (loss if parallel is None else loss * parallel.world).backward()
-            objective = part.objective
-            priorities[rows] = objective.priorities.float().cpu()
-            sums["actor_loss"] = sums.get("actor_loss", 0.0) + float(objective.actor_loss) * step_share
-            sums["critic_loss"] = sums.get("critic_loss", 0.0) + float(objective.critic_loss) * row_share
-            sums["unknown_action_fraction"] = (
-                sums.get("unknown_action_fraction", 0.0) + float((mask & ~part.known).sum()) / total_steps
+            priorities[rows] = part.objective.priorities.float().cpu()
+            _add_micro_batch(
+                sums, part, float((mask & ~part.known).sum()) / total_steps, step_share, row_share
             )
-            for name, value in objective.stats.items():
-                sums[name] = sums.get(name, 0.0) + float(value) * step_share
         if parallel is not None:  # each rank filled its own rows of the priorities
             sums, priorities = parallel.sum_over_ranks(sums, priorities)
         grad_actor = _grad_norm(policy.actor_parameters(), cfg.actor_grad_clip)
@@ -243,3 +238,15 @@ class Learner:
             metrics["group_singleton_step_fraction"] = float(groups.singleton_step_fraction)
             metrics["group_episode_advantage_abs_mean"] = float(groups.episode.abs().mean())
         return metrics, priorities.numpy().astype(np.float64)
+
+
+def _add_micro_batch(
+    sums: dict[str, float], part: MicroBatchPart, unknown_share: float, step_share: float, row_share: float
+) -> None:
+    """Adds a micro-batch's losses and stats to the batch's, each weighted by its share."""
+    objective = part.objective
+    sums["actor_loss"] = sums.get("actor_loss", 0.0) + float(objective.actor_loss) * step_share
+    sums["critic_loss"] = sums.get("critic_loss", 0.0) + float(objective.critic_loss) * row_share
+    sums["unknown_action_fraction"] = sums.get("unknown_action_fraction", 0.0) + unknown_share
+    for name, value in objective.stats.items():
+        sums[name] = sums.get(name, 0.0) + float(value) * step_share
