@@ -88,3 +88,17 @@ def test_an_uneven_split_of_the_batch_is_refused_with_the_fix() -> None:
     with pytest.raises(ValueError, match=r"batch_size=10 does not divide by learner_processes=4.*e\.g\. 12"):
         LearnerParams(batch_size=10, learner_processes=4)
     assert LearnerParams().learner_processes == 1
+
+
+def test_an_averaged_proximal_policy_is_refused_on_several_processes() -> None:
+    from pydantic import ValidationError
+
+    from tasks.learner import LearnerParams
+
+    LearnerParams(
+        algorithm="decoupled_ppo", learner_processes=2, learner_config={"proximal_policy": "update_start"}
+    )
+    with pytest.raises(ValidationError, match="use proximal_policy='update_start'"):
+        LearnerParams(
+            algorithm="decoupled_ppo", learner_processes=2, learner_config={"proximal_policy": "average"}
+        )
