@@ -28,7 +28,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -38,14 +38,16 @@ from storage.secrets import redact, register_secret
 
 HOST = "127.0.0.1"
 DEBIAN_BIN_DIRS = "/usr/lib/postgresql/*/bin"
-# The stack owns these two databases: it drops and creates them at each start.
-PREFECT_DB = "distrl_prefect"
-MLFLOW_DB = "distrl_mlflow"
+# The stack owns these two databases: it drops and creates them at each start (throwaway names,
+# unlike a team server's `prefect` and `mlflow` of docs/operations.md).
+PREFECT_DB = "distrl_up_prefect"
+MLFLOW_DB = "distrl_up_mlflow"
 LOCAL_USER = "distrl"
 # Statements of the setup; identifiers cannot be bound parameters, so they are quoted by psycopg.
 DROP_DATABASE = "DROP DATABASE IF EXISTS {}"
 CREATE_DATABASE = "CREATE DATABASE {}"
-URL_EXAMPLE = "postgresql://USER:PASSWORD@HOST:5432"
+# In angle brackets: `redact` masks the userinfo of a real-looking URL, even an example.
+URL_EXAMPLE = "postgresql://<user>:<password>@<host>:5432"
 
 
 class PostgresError(RuntimeError):
@@ -66,14 +68,14 @@ class PostgresSettings(BaseSettings):
 
     url: SecretStr | None = Field(
         None,
-        description=f"An existing server ({URL_EXAMPLE}; no database name) on which `distrl up` "
-        f"drops and creates {PREFECT_DB} and {MLFLOW_DB}; unset: it starts a server of its own under its "
-        "folder.",
+        description=f"An existing server (`{URL_EXAMPLE}`, no database name) on which `distrl up "
+        f"--database postgres` drops and creates `{PREFECT_DB}` and `{MLFLOW_DB}`; unset: it starts a "
+        "server of its own under its folder.",
     )
     bin_dir: Path | None = Field(
         None,
-        description="Folder of PostgreSQL's initdb and postgres; default: the newest "
-        f"{DEBIAN_BIN_DIRS}, else PATH.",
+        description="Folder of PostgreSQL's `initdb` and `postgres`; default: the newest "
+        f"`{DEBIAN_BIN_DIRS}`, else PATH.",
     )
     os_user: str = Field(
         "postgres",
@@ -93,7 +95,7 @@ class Server:
 
     def url(self, database: str, driver: str = "") -> str:
         scheme = f"postgresql+{driver}" if driver else "postgresql"
-        return f"{scheme}://{self.user}@{self.host}:{self.port}/{database}"
+        return f"{scheme}://{quote(self.user, safe='')}@{self.host}:{self.port}/{database}"
 
     def env(self) -> dict[str, str]:
         """What a client needs besides the URL."""
@@ -266,29 +268,35 @@ def recreate_databases(server: Server) -> None:
         conn.close()
 
 
-def start_database(run_dir: Path, timeout_s: float) -> tuple[Server, processes.Managed | None]:
-    """The stack's server, with its two databases empty: DISTRL_POSTGRES_URL's, or one started here
-    (returned, to be stopped with the stack; its log is `<run dir>/logs/postgres.log`)."""
+def plan(run_dir: Path) -> Server | LocalPostgres:
+    """DISTRL_POSTGRES_URL's server, or the one to start under `run_dir`; a bad setting fails here,
+    before anything starts."""
     settings = PostgresSettings()
-    proc = None
     if settings.url is not None:
-        server = parse_url(settings.url.get_secret_value())
-    else:
-        local = LocalPostgres(run_dir / "postgres", settings)
-        local.init()
-        port = processes.free_port(HOST)
-        server = local.server(port)
-        env = {"PATH": os.environ.get("PATH", ""), "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
-        log = run_dir / "logs" / "postgres.log"
-        proc = processes.start("postgres", local.argv(port), env=env, log_path=log, user=local.os_user)
-        try:
-            processes.wait_until(
-                lambda: answers(server), what="postgres server", timeout_s=timeout_s, proc=proc
-            )
-        except BaseException:
-            processes.stop_tree([proc.pid])
-            raise
-    recreate_databases(server)
+        return parse_url(settings.url.get_secret_value())
+    return LocalPostgres(run_dir / "postgres", settings)
+
+
+def start_database(
+    planned: Server | LocalPostgres, run_dir: Path, timeout_s: float
+) -> tuple[Server, processes.Managed | None]:
+    """The server with its two databases empty, and the process of the one started here (to be stopped
+    with the stack; its log is `<run dir>/logs/postgres.log`)."""
+    if isinstance(planned, Server):
+        recreate_databases(planned)
+        return planned, None
+    planned.init()
+    port = processes.free_port(HOST)
+    server = planned.server(port)
+    env = {"PATH": os.environ.get("PATH", ""), "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+    log = run_dir / "logs" / "postgres.log"
+    proc = processes.start("postgres", planned.argv(port), env=env, log_path=log, user=planned.os_user)
+    try:
+        processes.wait_until(lambda: answers(server), what="postgres server", timeout_s=timeout_s, proc=proc)
+        recreate_databases(server)
+    except BaseException:
+        processes.stop_tree([proc.pid])
+        raise
     return server, proc
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import pwd
 import signal
@@ -202,3 +203,16 @@ def same_process(pid: int, argv: Sequence[str]) -> bool:
         return psutil.Process(pid).cmdline() == list(argv)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
+
+
+def stop_recorded(path: Path, *, dry_run: bool = False) -> list[str]:
+    """Stop the processes a state file (`{"processes": [{name, pid, argv}]}`) lists and that still run
+    the same command; returns their names. The file is then left listing none."""
+    if not path.exists():
+        return []
+    entries = json.loads(path.read_text())["processes"]
+    alive = [e for e in entries if same_process(e["pid"], e["argv"])]
+    if not dry_run:
+        stop_tree([e["pid"] for e in alive])
+        path.write_text(json.dumps({"processes": []}))
+    return [e["name"] for e in alive]

@@ -144,9 +144,10 @@ class Stack:
         started = time.monotonic()
         self._prepare_run_dir()
         try:
+            database = postgres.plan(self.run_dir) if self.config.database == "postgres" else None
             self._launch("s3")
-            if self.config.database == "postgres":
-                self._start_database(started)
+            if database is not None:
+                self._start_database(database, started)
             for name in ("mlflow", "prefect"):
                 self._launch(name)
             self._await_server("s3", started)
@@ -171,8 +172,8 @@ class Stack:
         self.timings["total_s"] = time.monotonic() - started
         return self
 
-    def _start_database(self, started: float) -> None:
-        self.database, proc = postgres.start_database(self.run_dir, self.config.startup_timeout_s)
+    def _start_database(self, planned: postgres.Server | postgres.LocalPostgres, started: float) -> None:
+        self.database, proc = postgres.start_database(planned, self.run_dir, self.config.startup_timeout_s)
         if proc is not None:
             self.procs["postgres"] = proc
             self.ports["postgres"] = self.database.port
@@ -382,36 +383,10 @@ class Stack:
         path.chmod(0o600)
 
     def describe(self) -> str:
-        secret = set(_DUMMY_S3_KEYS)
-        shown = "\n".join(f"  {k}={v}" for k, v in self.client_env().items() if k not in secret)
-        rel = (
-            self.run_dir.relative_to(Path.cwd()) if self.run_dir.is_relative_to(Path.cwd()) else self.run_dir
-        )
-        return "\n".join(
-            [
-                f"DistRL stack up in {self.timings.get('total_s', 0):.1f} s (folder {rel})",
-                f"  Prefect UI   {self.url('prefect')}" + ("" if self.config.ui else " (UI off)"),
-                f"  MLflow UI    {self.mlflow_runs_url or self.url('mlflow')}",
-                f"  database     {self._database_text()}",
-                f"  S3 (moto)    {self.url('s3')}  bucket {self.config.bucket}: store {self.store_uri}, "
-                f"MLflow artifacts s3://{self.config.bucket}/mlflow",
-                f"  work pools   {', '.join(self.pools)} (one process worker each; logs in {rel}/logs/)",
-                "",
-                f"In another shell: source {rel}/env.sh   (these, plus moto's dummy AWS keys):",
-                shown,
-                'then e.g. (docs/operations.md, "Trying it on one machine": a run where held-out success rises):',
-                *(f"  {line}" for line in recipe()),
-            ]
-        )
+        """What `distrl up` prints once the stack is up: addresses, variables, the next commands."""
+        from flows.up_describe import describe
 
-    def _database_text(self) -> str:
-        if self.database is None:
-            return f"SQLite (prefect/prefect.db, mlflow.db in {self.run_dir})"
-        where = "started by this stack" if "postgres" in self.procs else "DISTRL_POSTGRES_URL"
-        return (
-            f"PostgreSQL {self.database.host}:{self.database.port} ({where}): databases "
-            f"{postgres.PREFECT_DB}, {postgres.MLFLOW_DB}, user {self.database.user}"
-        )
+        return describe(self, hidden=set(_DUMMY_S3_KEYS))
 
     def stop(self) -> None:
         """Workers (and their flow runs) and servers together, then PostgreSQL once nothing uses it;
@@ -430,12 +405,4 @@ class Stack:
 
 def down(run_dir: Path, *, dry_run: bool = False) -> list[str]:
     """Stop what a detached (or killed) `distrl up` left running; returns the names found alive."""
-    path = Path(run_dir) / STATE_FILE
-    if not path.exists():
-        return []
-    entries = json.loads(path.read_text())["processes"]
-    alive = [e for e in entries if processes.same_process(e["pid"], e["argv"])]
-    if not dry_run:
-        processes.stop_tree([e["pid"] for e in alive])
-        path.write_text(json.dumps({"processes": []}))
-    return [e["name"] for e in alive]
+    return processes.stop_recorded(Path(run_dir) / STATE_FILE, dry_run=dry_run)
