@@ -127,7 +127,7 @@ def parse_url(text: str) -> Server:
     return Server(parts.hostname, port, unquote(parts.username), password)
 
 
-def find_bin_dir(configured: Path | None = None) -> Path:
+def find_bin_dir(configured: Path | None = None, debian_dirs: str = DEBIAN_BIN_DIRS) -> Path:
     """The folder of `initdb` and `postgres`, or PostgresMissing naming how to install them."""
     if configured is not None:
         if not (configured / "initdb").is_file():
@@ -136,7 +136,7 @@ def find_bin_dir(configured: Path | None = None) -> Path:
                 f"folder (e.g. {DEBIAN_BIN_DIRS.replace('*', '15')}) or unset it"
             )
         return configured
-    debian = [Path(p) for p in glob.glob(DEBIAN_BIN_DIRS) if (Path(p) / "initdb").is_file()]
+    debian = [Path(p) for p in glob.glob(debian_dirs) if (Path(p) / "initdb").is_file()]
     if debian:
         return max(debian, key=lambda p: _version(p.parent.name))
     on_path = shutil.which("initdb")

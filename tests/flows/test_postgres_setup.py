@@ -84,20 +84,18 @@ def test_an_unreachable_server_is_one_line_without_the_password() -> None:
 
 
 def test_missing_postgresql_names_make_postgres_deps(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(postgres, "DEBIAN_BIN_DIRS", str(tmp_path / "none" / "*" / "bin"))
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(PostgresMissing, match=r"make postgres-deps.*DISTRL_POSTGRES_BIN_DIR"):
-        postgres.find_bin_dir()
+        postgres.find_bin_dir(debian_dirs=str(tmp_path / "none" / "*" / "bin"))
     with pytest.raises(PostgresMissing, match=r"DISTRL_POSTGRES_BIN_DIR=.* holds no initdb"):
         postgres.find_bin_dir(tmp_path)
 
 
-def test_the_newest_debian_version_is_chosen(tmp_path: Path, monkeypatch) -> None:
+def test_the_newest_debian_version_is_chosen(tmp_path: Path) -> None:
     for version in ("9.6", "15", "13"):
         (tmp_path / version / "bin").mkdir(parents=True)
         (tmp_path / version / "bin" / "initdb").touch()
-    monkeypatch.setattr(postgres, "DEBIAN_BIN_DIRS", str(tmp_path / "*" / "bin"))
-    assert postgres.find_bin_dir() == tmp_path / "15" / "bin"
+    assert postgres.find_bin_dir(debian_dirs=str(tmp_path / "*" / "bin")) == tmp_path / "15" / "bin"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root runs the server as another user")
@@ -118,3 +116,26 @@ def test_bad_url_from_the_command_line(tmp_path: Path) -> None:
     assert "without a driver" in errors[0] and PASSWORD not in done.stdout + done.stderr
     state = (tmp_path / "up" / "state.json").read_text()
     assert '"processes": []' in state and "s3" not in state  # refused before the first server
+
+
+def test_only_the_two_servers_get_the_password(tmp_path: Path, monkeypatch) -> None:
+    """Prefect and MLflow get password-free URLs and the password as PGPASSWORD; moto, the deploy and
+    the workers get neither it nor the user's own PGPASSWORD."""
+    from flows.up import Stack, UpConfig
+    from tests.reliability.test_child_credentials import _envs
+
+    monkeypatch.setenv("PGPASSWORD", "users-own-pg-password")
+    stack = Stack(UpConfig(run_dir=tmp_path / "up", project_dir=ROOT, database="postgres"))
+    stack.database = postgres.Server("127.0.0.1", 5544, "distrl", PASSWORD)
+    envs = _envs(stack, monkeypatch)
+    for name, env in envs.items():
+        assert "users-own-pg-password" not in repr(env), name
+        assert (env.get("PGPASSWORD") == PASSWORD) == (name in ("prefect", "mlflow")), name
+        assert PASSWORD not in repr({k: v for k, v in env.items() if k != "PGPASSWORD"}), name
+    assert envs["prefect"]["PREFECT_SERVER_DATABASE_CONNECTION_URL"] == (
+        "postgresql+asyncpg://distrl@127.0.0.1:5544/distrl_up_prefect"
+    )
+    argv = stack._server_argv("mlflow", 1)
+    assert (
+        argv[argv.index("--backend-store-uri") + 1] == "postgresql://distrl@127.0.0.1:5544/distrl_up_mlflow"
+    )
