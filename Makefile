@@ -21,7 +21,7 @@ export MLFLOW_LOGGING_LEVEL := WARNING
 
 PRETRAINED_STAMP := $(VENV)/.pretrained
 
-.PHONY: venv test test-fast lint format demo bench system-deps browser-deps pretrained pretrained-deps clean
+.PHONY: venv test test-fast lint format demo bench system-deps browser-deps postgres-deps pretrained pretrained-deps clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; v = "$(PYTHON_VERSION)"; assert v and "%d.%d" % sys.version_info[:2] == v, "Python " + (v or "(requires-python unreadable)") + " is required, found " + sys.version'
@@ -55,6 +55,13 @@ system-deps:
 browser-deps:
 	@sh .ci/apt-install chromium chromium "the UI browser test"
 
+# Debian's postgresql (server programs off PATH, in /usr/lib/postgresql/<version>/bin), for
+# `distrl up --database postgres` and its integration test (which skips, saying why, without it).
+# Only the programs: flows/postgres.py starts a server of its own for each stack and stops it.
+POSTGRES_BIN_DIRS ?= /usr/lib/postgresql/*/bin
+postgres-deps:
+	@sh .ci/apt-install '$(POSTGRES_BIN_DIRS)/initdb' postgresql "the PostgreSQL integration test"
+
 # .pre-commit-config.yaml runs the same three checks.
 lint: venv
 	$(BIN)/ruff check .
@@ -67,7 +74,7 @@ format: venv
 	$(BIN)/ruff check --fix --exit-zero .
 	$(BIN)/ruff format .
 
-test: venv system-deps browser-deps pretrained-deps lint
+test: venv system-deps browser-deps postgres-deps pretrained-deps lint
 	$(BIN)/python -m pytest -q
 
 test-fast: venv

@@ -170,12 +170,14 @@ def _stop_on_signals() -> None:
 
 def _run_stack(stack: Stack, run_dir: Path, *, detach: bool) -> int:
     """Start the stack and watch it until interrupted (then stop it), or leave it running (`detach`)."""
+    from storage.secrets import redact
+
     detached = False
     try:
         try:
             stack.start()
         except (RuntimeError, TimeoutError) as exc:  # already running, a server that would not start...
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"error: {redact(str(exc))}", file=sys.stderr)
             return 1
         print(stack.describe())
         if detach:

@@ -57,7 +57,8 @@ def _up_options(parser: argparse.ArgumentParser) -> None:
     from flows.up import UpConfig
 
     _add_options(
-        parser, ModelOptions(UpConfig, ("run_dir", "project_dir", "bucket", "ui"), {"run_dir": "--dir"})
+        parser,
+        ModelOptions(UpConfig, ("run_dir", "project_dir", "bucket", "database", "ui"), {"run_dir": "--dir"}),
     )
 
 

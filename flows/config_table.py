@@ -19,12 +19,19 @@ from pydantic import ByteSize
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 
+from flows.postgres import PostgresSettings
 from storage.registry import RegistrySettings
 from storage.replay_config import ReplaySettings
 from storage.sql_limits import SqlSettings
 from storage.store import StoreSettings
 
-SETTINGS: tuple[type[BaseSettings], ...] = (StoreSettings, RegistrySettings, ReplaySettings, SqlSettings)
+SETTINGS: tuple[type[BaseSettings], ...] = (
+    StoreSettings,
+    RegistrySettings,
+    ReplaySettings,
+    SqlSettings,
+    PostgresSettings,
+)
 
 DIRECT_VARIABLES: dict[str, tuple[str, str]] = {
     # name: (default, meaning) of the variables read by name, outside a settings class

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
+import pwd
 import signal
 import socket
 import subprocess
@@ -17,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -37,6 +40,8 @@ CREDENTIALS = frozenset(
         "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
         "DISTRL_JUDGE_API_KEY",
         "OPENAI_API_KEY",
+        "PGPASSWORD",
+        "DISTRL_POSTGRES_URL",
     }
 )
 
@@ -77,8 +82,15 @@ class Managed:
 
 
 def start(
-    name: str, argv: Sequence[str], *, env: dict[str, str], log_path: Path, cwd: Path | None = None
+    name: str,
+    argv: Sequence[str],
+    *,
+    env: dict[str, str],
+    log_path: Path,
+    cwd: Path | None = None,
+    user: str | None = None,
 ) -> Managed:
+    """`user`: run as that user (and its group only), e.g. PostgreSQL's server, which refuses root."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # Private, as env.sh: a server may log what it was sent (a request's headers, a worker's settings).
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -92,9 +104,18 @@ def start(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C in the terminal reaches us only; we stop children in order
-            preexec_fn=die_with_parent,
+            preexec_fn=die_with_parent,  # runs after the switch of user: the setting survives it
+            **as_user(user),
         )
     return Managed(name, list(argv), log_path, popen)
+
+
+def as_user(user: str | None) -> dict[str, Any]:
+    """Popen's arguments that run a child as `user`, with that user's primary group and no other."""
+    if user is None:
+        return {}
+    entry = pwd.getpwnam(user)
+    return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
 
 
 _PR_SET_PDEATHSIG = 1
@@ -182,3 +203,16 @@ def same_process(pid: int, argv: Sequence[str]) -> bool:
         return psutil.Process(pid).cmdline() == list(argv)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
+
+
+def stop_recorded(path: Path, *, dry_run: bool = False) -> list[str]:
+    """Stop the processes a state file (`{"processes": [{name, pid, argv}]}`) lists and that still run
+    the same command; returns their names. The file is then left listing none."""
+    if not path.exists():
+        return []
+    entries = json.loads(path.read_text())["processes"]
+    alive = [e for e in entries if same_process(e["pid"], e["argv"])]
+    if not dry_run:
+        stop_tree([e["pid"] for e in alive])
+        path.write_text(json.dumps({"processes": []}))
+    return [e["name"] for e in alive]

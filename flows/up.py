@@ -2,9 +2,11 @@
 
 `Stack` starts, each as a subprocess in its own process group on a free loopback port:
 - a moto S3 server with a bucket: the trajectory store (`s3://<bucket>/store`);
-- an MLflow tracking server (SQLite backend) that proxies artifacts into the same bucket
-  (`s3://<bucket>/mlflow`), so clients need only its URL, as with a real team server;
+- an MLflow tracking server that proxies artifacts into the same bucket (`s3://<bucket>/mlflow`), so
+  clients need only its URL, as with a real team server;
 - a Prefect server (its own PREFECT_HOME under the run folder);
+- both servers on SQLite files in the run folder, or (`database="postgres"`) on PostgreSQL: a server
+  of the stack's own or DISTRL_POSTGRES_URL's (flows/postgres.py);
 then creates the process work pools named in prefect.yaml, runs `prefect --no-prompt deploy --all`
 and starts one process worker per pool with the variables a machine of that role needs. `stop()`
 ends every process it started, their flow runs included. The integration test uses the same class.
@@ -25,7 +27,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from flows import processes
+from flows import postgres, processes
 from flows.processes import Managed, ProcessExited
 from flows.quiet import QUIET_ENV
 from flows.up_config import COLLECT_MINUTES, LEARN_MINUTES, UpConfig, read_deployments, recipe, work_pools
@@ -67,6 +69,7 @@ class Stack:
         self._owns_run_dir = False  # set once this stack has claimed run_dir (another may own it)
         self.evaluator_run_id: str | None = None  # the continuous evaluator's flow run, once started
         self.mlflow_runs_url = ""  # the experiment's runs table, once MLflow answers
+        self.database: postgres.Server | None = None  # PostgreSQL of both servers, once it answers
 
     # ----- addresses and environment --------------------------------------------------------------
     def url(self, name: str) -> str:
@@ -141,7 +144,11 @@ class Stack:
         started = time.monotonic()
         self._prepare_run_dir()
         try:
-            for name in ("s3", "mlflow", "prefect"):
+            database = postgres.plan(self.run_dir) if self.config.database == "postgres" else None
+            self._launch("s3")
+            if database is not None:
+                self._start_database(database, started)
+            for name in ("mlflow", "prefect"):
                 self._launch(name)
             self._await_server("s3", started)
             self._create_bucket()
@@ -164,6 +171,14 @@ class Stack:
             raise
         self.timings["total_s"] = time.monotonic() - started
         return self
+
+    def _start_database(self, planned: postgres.Server | postgres.LocalPostgres, started: float) -> None:
+        self.database, proc = postgres.start_database(planned, self.run_dir, self.config.startup_timeout_s)
+        if proc is not None:
+            self.procs["postgres"] = proc
+            self.ports["postgres"] = self.database.port
+            self._write_state()
+        self.timings["database_ready_s"] = time.monotonic() - started
 
     def _prepare_mlflow(self) -> None:
         """The experiment, tagged to open on its runs table: the URL printed leads there."""
@@ -197,9 +212,15 @@ class Stack:
         if name == "s3":
             return [py, "-m", "moto.server", "-H", HOST, "-p", str(port)]
         if name == "mlflow":
+            # The URL holds no password: the server gets it as PGPASSWORD (argv and state.json are readable).
+            db = (
+                self.database.url(postgres.MLFLOW_DB)
+                if self.database
+                else f"sqlite:///{self.run_dir / 'mlflow.db'}"
+            )
             return [
                 *(py, "-m", "mlflow", "server", "--host", HOST, "--port", str(port), "--workers", "1"),
-                *("--backend-store-uri", f"sqlite:///{self.run_dir / 'mlflow.db'}"),
+                *("--backend-store-uri", db),
                 *("--artifacts-destination", f"s3://{self.config.bucket}/mlflow"),
             ]
         ui = "--ui" if self.config.ui else "--no-ui"
@@ -218,6 +239,12 @@ class Stack:
             # wait for the lock runs out and the API answers 503.
             PREFECT_SERVER_DATABASE_TIMEOUT="60",
         )
+        if self.database is not None and name != "s3":
+            env |= self.database.env()
+            if name == "prefect":
+                env["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = self.database.url(
+                    postgres.PREFECT_DB, "asyncpg"
+                )
         if name == "prefect":
             # The UI is a static page that asks `/ui-settings` where the API is: without this it says
             # the default port (4200), not the free port this server got, and every page fails.
@@ -356,46 +383,26 @@ class Stack:
         path.chmod(0o600)
 
     def describe(self) -> str:
-        secret = set(_DUMMY_S3_KEYS)
-        shown = "\n".join(f"  {k}={v}" for k, v in self.client_env().items() if k not in secret)
-        rel = (
-            self.run_dir.relative_to(Path.cwd()) if self.run_dir.is_relative_to(Path.cwd()) else self.run_dir
-        )
-        return "\n".join(
-            [
-                f"DistRL stack up in {self.timings.get('total_s', 0):.1f} s (folder {rel})",
-                f"  Prefect UI   {self.url('prefect')}" + ("" if self.config.ui else " (UI off)"),
-                f"  MLflow UI    {self.mlflow_runs_url or self.url('mlflow')}",
-                f"  S3 (moto)    {self.url('s3')}  bucket {self.config.bucket}: store {self.store_uri}, "
-                f"MLflow artifacts s3://{self.config.bucket}/mlflow",
-                f"  work pools   {', '.join(self.pools)} (one process worker each; logs in {rel}/logs/)",
-                "",
-                f"In another shell: source {rel}/env.sh   (these, plus moto's dummy AWS keys):",
-                shown,
-                'then e.g. (docs/operations.md, "Trying it on one machine": a run where held-out success rises):',
-                *(f"  {line}" for line in recipe()),
-            ]
-        )
+        """What `distrl up` prints once the stack is up: addresses, variables, the next commands."""
+        from flows.up_describe import describe
+
+        return describe(self, hidden=set(_DUMMY_S3_KEYS))
 
     def stop(self) -> None:
-        """Workers (and their flow runs) and servers together; SIGKILL after a grace period."""
+        """Workers (and their flow runs) and servers together, then PostgreSQL once nothing uses it;
+        SIGKILL after a grace period."""
+        database = self.procs.pop("postgres", None)
         procs = list(self.procs.values())
         processes.stop_tree([p.pid for p in procs])
         for proc in procs:
             with contextlib.suppress(Exception):
                 proc.popen.wait(timeout=5)
+        if database is not None:
+            postgres.stop_server(database)
         self.procs.clear()
         self._write_state()  # no processes left; the file marks the folder as ours for the next `up`
 
 
 def down(run_dir: Path, *, dry_run: bool = False) -> list[str]:
     """Stop what a detached (or killed) `distrl up` left running; returns the names found alive."""
-    path = Path(run_dir) / STATE_FILE
-    if not path.exists():
-        return []
-    entries = json.loads(path.read_text())["processes"]
-    alive = [e for e in entries if processes.same_process(e["pid"], e["argv"])]
-    if not dry_run:
-        processes.stop_tree([e["pid"] for e in alive])
-        path.write_text(json.dumps({"processes": []}))
-    return [e["name"] for e in alive]
+    return processes.stop_recorded(Path(run_dir) / STATE_FILE, dry_run=dry_run)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, Field
@@ -50,6 +51,11 @@ class UpConfig(BaseModel):
         "distrl",
         pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
         description="S3 bucket of the store and the MLflow artifacts.",
+    )
+    database: Literal["sqlite", "postgres"] = Field(
+        "sqlite",
+        description="Database of the Prefect and MLflow servers: SQLite files in the folder, or PostgreSQL "
+        "(a server of the stack's own, or DISTRL_POSTGRES_URL's), which has no `database is locked`.",
     )
     ui: bool = Field(True, description="Serve the Prefect UI (the test turns it off: faster start).")
     deploy: bool = Field(True, description="Run `prefect deploy --all` from project_dir.")

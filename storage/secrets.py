@@ -16,7 +16,13 @@ import sys
 import threading
 from pathlib import Path
 
-SECRET_ENV_VARS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID", "DISTRL_JUDGE_API_KEY")
+SECRET_ENV_VARS = (
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_ACCESS_KEY_ID",
+    "DISTRL_JUDGE_API_KEY",
+    "PGPASSWORD",  # libpq's and asyncpg's; `distrl up --database postgres` hands its servers one
+)
 _FILE_KEYS = {
     "aws_access_key_id": "AWS_ACCESS_KEY_ID",
     "aws_secret_access_key": "AWS_SECRET_ACCESS_KEY",

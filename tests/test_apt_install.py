@@ -24,10 +24,23 @@ if [ "$held" -gt 0 ]; then
 fi
 [ -z "$FAKE_APT_ERROR" ] || {{ echo "$FAKE_APT_ERROR" >&2; exit 100; }}
 """
-TARGETS = [("browser-deps", "chromium", "the UI browser test"), ("system-deps", "adb", "the adb CLI tests")]
+TARGETS = [
+    ("browser-deps", "chromium", "the UI browser test"),
+    ("system-deps", "adb", "the adb CLI tests"),
+    ("postgres-deps", "postgresql", "the PostgreSQL integration test"),
+]
 
 
-def _make(tmp_path: Path, target: str, *, held: int, uid: int = 0, error: str = "", wait_s: int = 300) -> str:
+def _make(
+    tmp_path: Path,
+    target: str,
+    *,
+    held: int,
+    uid: int = 0,
+    error: str = "",
+    wait_s: int = 300,
+    postgres_bin_dirs: str = "",
+) -> str:
     """`make TARGET` with only the fakes and the shell tools it uses on PATH (so the command is missing)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
@@ -47,6 +60,8 @@ def _make(tmp_path: Path, target: str, *, held: int, uid: int = 0, error: str = 
         "FAKE_APT_ERROR": error,
         "APT_LOCK_WAIT_S": str(wait_s),
         "APT_LOCK_RETRY_S": "0",
+        # Where `make postgres-deps` looks for initdb: nowhere, unless a test says (it may be installed here).
+        "POSTGRES_BIN_DIRS": postgres_bin_dirs or str(tmp_path / "no-postgresql" / "*" / "bin"),
     }
     make = shutil.which("make") or pytest.skip("make is not installed")
     done = subprocess.run(
@@ -92,3 +107,14 @@ def test_without_root_it_says_what_to_install(tmp_path: Path) -> None:
     )
     assert not _calls(tmp_path)
     assert os.access(ROOT / ".ci" / "apt-install", os.X_OK)
+
+
+def test_installed_postgresql_is_found_off_path(tmp_path: Path) -> None:
+    """Debian keeps initdb in /usr/lib/postgresql/<version>/bin, off PATH: the pattern finds it."""
+    bin_dir = tmp_path / "lib" / "15" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "initdb").write_text("#!/bin/sh\n")
+    (bin_dir / "initdb").chmod(0o755)
+    out = _make(tmp_path, "postgres-deps", held=0, postgres_bin_dirs=str(tmp_path / "lib" / "*" / "bin"))
+    assert out == ""
+    assert not _calls(tmp_path)
