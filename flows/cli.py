@@ -148,6 +148,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
     os.environ.setdefault("PREFECT_HOME", str(config.run_dir.resolve() / "prefect"))
     try:
         stack = Stack(config)
+        stack.outlive_parent = args.detach
     except FileNotFoundError as exc:  # no prefect.yaml here
         print(f"error: {exc}", file=sys.stderr)
         return 1

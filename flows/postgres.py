@@ -278,7 +278,7 @@ def plan(run_dir: Path) -> Server | LocalPostgres:
 
 
 def start_database(
-    planned: Server | LocalPostgres, run_dir: Path, timeout_s: float
+    planned: Server | LocalPostgres, run_dir: Path, timeout_s: float, *, outlive_parent: bool = False
 ) -> tuple[Server, processes.Managed | None]:
     """The server with its two databases empty, and the process of the one started here (to be stopped
     with the stack; its log is `<run dir>/logs/postgres.log`)."""
@@ -290,7 +290,14 @@ def start_database(
     server = planned.server(port)
     env = {"PATH": os.environ.get("PATH", ""), "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
     log = run_dir / "logs" / "postgres.log"
-    proc = processes.start("postgres", planned.argv(port), env=env, log_path=log, user=planned.os_user)
+    proc = processes.start(
+        "postgres",
+        planned.argv(port),
+        env=env,
+        log_path=log,
+        user=planned.os_user,
+        outlive_parent=outlive_parent,
+    )
     try:
         processes.wait_until(lambda: answers(server), what="postgres server", timeout_s=timeout_s, proc=proc)
         recreate_databases(server)

@@ -89,8 +89,11 @@ def start(
     log_path: Path,
     cwd: Path | None = None,
     user: str | None = None,
+    outlive_parent: bool = False,
 ) -> Managed:
-    """`user`: run as that user (and its group only), e.g. PostgreSQL's server, which refuses root."""
+    """`user`: run as that user (and its group only), e.g. PostgreSQL's server, which refuses root.
+    `outlive_parent`: keep running when this process exits (a detached stack, stopped by
+    `distrl up --down`); otherwise the child dies with it (`die_with_parent`)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # Private, as env.sh: a server may log what it was sent (a request's headers, a worker's settings).
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -104,7 +107,8 @@ def start(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C in the terminal reaches us only; we stop children in order
-            preexec_fn=die_with_parent,  # runs after the switch of user: the setting survives it
+            # Runs after the switch of user: the setting survives it.
+            preexec_fn=None if outlive_parent else die_with_parent,
             **as_user(user),
         )
     return Managed(name, list(argv), log_path, popen)

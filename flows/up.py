@@ -60,6 +60,9 @@ class Stack:
 
     def __init__(self, config: UpConfig | None = None) -> None:
         self.config = config or UpConfig()
+        # True for `distrl up --detach`: the servers and workers outlive the command that started
+        # them (else the kernel stops them when it exits), and `distrl up --down` stops them.
+        self.outlive_parent = False
         self.run_dir = self.config.run_dir.resolve()
         self.project_dir = self.config.project_dir.resolve()
         self.pools = work_pools(self.project_dir)
@@ -173,7 +176,9 @@ class Stack:
         return self
 
     def _start_database(self, planned: postgres.Server | postgres.LocalPostgres, started: float) -> None:
-        self.database, proc = postgres.start_database(planned, self.run_dir, self.config.startup_timeout_s)
+        self.database, proc = postgres.start_database(
+            planned, self.run_dir, self.config.startup_timeout_s, outlive_parent=self.outlive_parent
+        )
         if proc is not None:
             self.procs["postgres"] = proc
             self.ports["postgres"] = self.database.port
@@ -250,7 +255,9 @@ class Stack:
             # the default port (4200), not the free port this server got, and every page fails.
             env["PREFECT_SERVER_UI_API_URL"] = self.prefect_api_url
         log = self.run_dir / "logs" / f"{name}.log"
-        self.procs[name] = processes.start(name, self._server_argv(name, port), env=env, log_path=log)
+        self.procs[name] = processes.start(
+            name, self._server_argv(name, port), env=env, log_path=log, outlive_parent=self.outlive_parent
+        )
         self._write_state()
 
     def _await_server(self, name: str, started: float) -> None:
@@ -300,7 +307,12 @@ class Stack:
         log = self.run_dir / "logs" / "deploy.log"
         argv = [sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all"]
         self.procs["deploy"] = processes.start(
-            "deploy", argv, env=self._env(s3_keys=False), log_path=log, cwd=self.project_dir
+            "deploy",
+            argv,
+            env=self._env(s3_keys=False),
+            log_path=log,
+            cwd=self.project_dir,
+            outlive_parent=self.outlive_parent,
         )
         return self.procs["deploy"]
 
@@ -334,7 +346,7 @@ class Stack:
             argv += ["--name", f"{pool}-local", "--install-policy", "never"]
             log = self.run_dir / "logs" / f"worker-{pool}.log"
             self.procs[f"worker-{pool}"] = processes.start(
-                f"worker {pool}", argv, env=env, log_path=log, cwd=home
+                f"worker {pool}", argv, env=env, log_path=log, cwd=home, outlive_parent=self.outlive_parent
             )
             self._write_state()
 

@@ -87,3 +87,35 @@ def test_stack_refuses_a_running_or_foreign_folder(tmp_path: Path) -> None:
         assert (busy / STATE_FILE).exists() and running.alive()
     finally:
         processes.stop_tree([running.pid], grace_s=2)
+
+
+# A parent that starts one sleeping child through `processes.start`, prints its pid and exits.
+PARENT = (
+    "import sys\n"
+    "from pathlib import Path\n"
+    "from flows import processes\n"
+    "proc = processes.start('sleeper', [sys.executable, '-c', 'import time; time.sleep(600)'], env={},\n"
+    "    log_path=Path(sys.argv[1]), outlive_parent=sys.argv[2] == 'detach')\n"
+    "print(proc.popen.pid, flush=True)\n"
+)
+
+
+@pytest.mark.parametrize("mode", ["attached", "detach"])
+def test_children_die_with_the_command_unless_it_detaches(tmp_path: Path, mode: str) -> None:
+    """`distrl up --detach` leaves its servers running after it exits; otherwise they stop with it."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", PARENT, str(tmp_path / "child.log"), mode],
+        capture_output=True, text=True, cwd=REPO, timeout=60, check=True,
+    )  # fmt: skip
+    child = psutil.Process(int(done.stdout.split()[-1]))
+    try:
+        if mode == "detach":
+            time.sleep(1.0)  # the kernel's signal to an attached child comes at once
+            assert child.is_running() and child.status() != psutil.STATUS_ZOMBIE
+        else:
+            child.wait(timeout=30)  # ends: raises TimeoutExpired if it outlived its parent
+    finally:
+        if child.is_running():
+            child.kill()
