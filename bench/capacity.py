@@ -33,7 +33,15 @@ from typing import Any
 
 import numpy as np
 
-from bench._common import machine, prepare, publish_warm_start, write_result
+from bench._common import (
+    RESULTS,
+    episodes_in_window,
+    machine,
+    prepare,
+    publish_warm_start,
+    steps_in_window,
+    write_result,
+)
 from bench.s3_counter import S3Counter, counting_s3
 
 BUCKET = "capacity"
@@ -131,19 +139,21 @@ def measure_collectors(args: argparse.Namespace, root: Path, counter: S3Counter)
     counter.phase = "collectors"
     with out["lock"]:
         out["mlflow_calls"].clear()
-    steps0 = sum(s.steps for s in out["sessions"])
-    episodes0 = sum(s.episodes for s in out["sessions"])
-    t0 = time.monotonic()
+    t0 = time.time()
     time.sleep(args.seconds)
-    minutes = (time.monotonic() - t0) / 60
+    t1 = time.time()
+    minutes = (t1 - t0) / 60
     counter.phase = "collectors_stopping"
-    steps = sum(s.steps for s in out["sessions"]) - steps0
-    episodes = sum(s.episodes for s in out["sessions"]) - episodes0
     with out["lock"]:
         calls = dict(out["mlflow_calls"])
     stop.set()
     for thread in threads:
         thread.join()
+    # From the shards (every buffered episode is flushed on stop): a batch is 8 episodes, too
+    # coarse to count from the collectors' own totals in a window of a few batches.
+    counter.phase = "counting"
+    steps = steps_in_window(t0, t1)
+    episodes = len(episodes_in_window(t0, t1, started_inside=False))
     per = args.collectors * minutes
     s3 = counter.phase_totals("collectors")
     return {
@@ -193,6 +203,39 @@ def measure_registry(args: argparse.Namespace, root: Path, counter: S3Counter, v
         "fetch_s_p50": round(float(np.median(fetch_s)), 3),
         "cached_fetch_s3_requests": sum(t["requests"] for t in counter.phase_totals("fetch_cached").values()),
         "cached_fetch_mlflow_calls": dict(calls),
+    }
+
+
+# SmolLM2-135M's shape (its config.json), randomly initialised: the adapter's size depends only on it.
+SMOLLM2_135M = {
+    "hidden_size": 576,
+    "intermediate_size": 1536,
+    "num_hidden_layers": 30,
+    "num_attention_heads": 9,
+    "num_key_value_heads": 3,
+    "vocab_size": 49152,
+    "tie_word_embeddings": True,
+}
+
+
+def measure_lora_adapter(workdir: Path) -> dict:
+    """Bytes of the LoRA adapter a version of a SmolLM2-135M policy carries (the project's default
+    `LoraSettings`, PEFT's `save_pretrained`); the base model is never in a version."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from distrl_core.policy.backbone import apply_lora
+    from distrl_core.policy.config import LoraSettings
+
+    model = apply_lora(LlamaForCausalLM(LlamaConfig(**SMOLLM2_135M)), LoraSettings())
+    model.save_pretrained(workdir / "adapter")  # type: ignore[operator]
+    files, size = folder_bytes(workdir / "adapter")
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return {
+        "shape": "SmolLM2-135M",
+        "lora": vars(LoraSettings()),
+        "trainable_params": trainable,
+        "files": files,
+        "bytes": size,
     }
 
 
@@ -275,6 +318,24 @@ def measure_replay(sizes: list[int], reps: int, workdir: Path, seed: int) -> lis
     return results
 
 
+PARTS = ("collectors", "registry", "ingest", "lora", "replay")
+
+
+def setup_s3(endpoint: str, counter: S3Counter, root: Path, args: argparse.Namespace) -> int:
+    """The store and MLflow's artifacts in the counted bucket; the warm start published there."""
+    import boto3
+
+    os.environ.update(DUMMY_KEYS | {"AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint})
+    os.environ["MLFLOW_S3_ENDPOINT_URL"] = endpoint
+    os.environ["DISTRL_STORE_URI"] = f"s3://{BUCKET}/store"
+    os.environ["DISTRL_MLFLOW_TRACKING_URI"] = f"sqlite:///{root / 'mlflow.db'}"
+    os.environ["DISTRL_MLFLOW_ARTIFACT_LOCATION"] = f"s3://{BUCKET}/mlflow"
+    os.environ["DISTRL_MLFLOW_CACHE_DIR"] = str(root / "caches" / "publisher")
+    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=BUCKET)
+    counter.phase = "publish"
+    return publish_warm_start(args.warm_start_updates, args.seed)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--collectors", type=int, default=2)
@@ -289,34 +350,45 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--root", default=".distrl/bench/capacity")
     parser.add_argument("--out", default="capacity")
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        default=list(PARTS),
+        choices=PARTS,
+        help="measure only these parts; the others are kept from the existing result file",
+    )
     args = parser.parse_args()
     root = prepare(Path(args.root).resolve())
     started = time.monotonic()
-    document: dict = {"benchmark": "capacity", "machine": machine(), "settings": vars(args)}
-    with counting_s3() as (endpoint, counter):
-        import boto3
-
-        os.environ.update(DUMMY_KEYS | {"AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint})
-        os.environ["MLFLOW_S3_ENDPOINT_URL"] = endpoint
-        os.environ["DISTRL_STORE_URI"] = f"s3://{BUCKET}/store"
-        os.environ["DISTRL_MLFLOW_TRACKING_URI"] = f"sqlite:///{root / 'mlflow.db'}"
-        os.environ["DISTRL_MLFLOW_ARTIFACT_LOCATION"] = f"s3://{BUCKET}/mlflow"
-        os.environ["DISTRL_MLFLOW_CACHE_DIR"] = str(root / "caches" / "publisher")
-        boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=BUCKET)
-        counter.phase = "publish"
-        version = publish_warm_start(args.warm_start_updates, args.seed)
-        document["publish_s3"] = counter.phase_totals("publish")
-        document["collectors"] = measure_collectors(args, root, counter)
-        print(json.dumps(document["collectors"]), flush=True)
-        document["registry"] = measure_registry(args, root, counter, version)
-        print(json.dumps(document["registry"]), flush=True)
-        document["ingest"] = [
-            measure_ingest(str(root / "ingest-store"), args.ingest_shards, None, args.seed),
-            measure_ingest(f"s3://{BUCKET}/ingest", args.ingest_shards // 4, counter, args.seed + 1),
-        ]
-        print(json.dumps(document["ingest"]), flush=True)
-    document["replay"] = measure_replay(args.replay_sizes, args.reps, root / "replay", args.seed)
-    document["loadavg_after"] = machine()["loadavg_1_5_15"]
+    existing = RESULTS / f"{args.out}.json"
+    document: dict = (
+        json.loads(existing.read_text()) if set(args.parts) < set(PARTS) and existing.exists() else {}
+    )
+    document["benchmark"] = "capacity"
+    document.setdefault("settings", {}).update({part: vars(args) for part in args.parts})
+    document.setdefault("machine_per_part", {}).update({part: machine() for part in args.parts})
+    if {"collectors", "registry", "ingest"} & set(args.parts):
+        with counting_s3() as (endpoint, counter):
+            version = setup_s3(endpoint, counter, root, args)
+            document["publish_s3"] = counter.phase_totals("publish")
+            if "collectors" in args.parts:
+                document["collectors"] = measure_collectors(args, root, counter)
+                print(json.dumps(document["collectors"]), flush=True)
+            if "registry" in args.parts:
+                document["registry"] = measure_registry(args, root, counter, version)
+                print(json.dumps(document["registry"]), flush=True)
+            if "ingest" in args.parts:
+                document["ingest"] = [
+                    measure_ingest(str(root / "ingest-store"), args.ingest_shards, None, args.seed),
+                    measure_ingest(f"s3://{BUCKET}/ingest", args.ingest_shards // 4, counter, args.seed + 1),
+                ]
+                print(json.dumps(document["ingest"]), flush=True)
+    if "lora" in args.parts:
+        document["lora_adapter"] = measure_lora_adapter(root / "lora")
+        print(json.dumps(document["lora_adapter"]), flush=True)
+    if "replay" in args.parts:
+        document["replay"] = measure_replay(args.replay_sizes, args.reps, root / "replay", args.seed)
+    document["loadavg_after"] = machine()["loadavg_1_5_15"]  # of the last invocation
     document["total_wall_s"] = round(time.monotonic() - started, 1)
     path = write_result(args.out, document)
     print(json.dumps(document, indent=2, default=str))

@@ -7,6 +7,7 @@ bytes in both directions. The bench sets `phase` before each part it measures.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -83,6 +84,7 @@ def classify(method: str, path: str, query: str) -> tuple[str, str]:
 @contextmanager
 def counting_s3(host: str = "127.0.0.1") -> Iterator[tuple[str, S3Counter]]:
     """(endpoint URL, counter) of a fresh moto S3 server, stopped on exit."""
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request otherwise
     counter = S3Counter(DomainDispatcherApplication(create_backend_app))
     server = make_server(host, 0, counter, threaded=True, request_handler=MotoRequestHandler)
     thread = threading.Thread(target=server.serve_forever, name="moto-s3", daemon=True)

@@ -55,6 +55,9 @@ def emulator_seconds(run: StopToken) -> float:
     return sum(env.device.virtual_time_s for s in run.open_sessions(CollectorSession) for env in s.envs)
 
 
+EMULATOR_SLEEP = "simdroid/faults.py:apply_latency"  # where a collector waits on its emulator
+
+
 def shares(n: int, processes: int) -> list[int]:
     """`n` collectors over at most `processes` workers, as evenly as they go."""
     k = max(1, min(processes, n))
@@ -171,7 +174,10 @@ def run_config(n: int, args: argparse.Namespace, root: Path, server_pid: int | N
         "prefect_server_cpu_cores": round((server1 - server0) / window, 3),
         "loadavg_before": load_before,
         "loadavg_end": load_during,
-        "collector_wall_clock_top": merge_profiles(profiles),
+        "collector_wall_clock_top": (top := merge_profiles(profiles)),
+        # The same share as `emulator_share`, sampled from the collectors' stacks: no bias from
+        # heavy-tailed sleeps that straddle the window's edges.
+        "sampled_emulator_share": top.get(EMULATOR_SLEEP),
     }
 
 

@@ -4,9 +4,10 @@ A deployment runs collectors on several workers, each its own Python process; th
 one of them. It talks to the Prefect API server whose address the coordinator put in
 `PREFECT_API_URL`, writes to the coordinator's store and registry, and reports what the
 coordinator measures through a small JSON status file rewritten every half second: how many of
-its collectors are open, their sampled emulator seconds so far and its own CPU seconds. It stops
-its collectors when the coordinator creates the stop file, and samples their stacks
-(`bench.stack_sampler`) while the coordinator's profile file exists (the measuring window).
+its collectors are acting (open, with a policy version loaded), their sampled emulator seconds so
+far and its own CPU seconds. It stops its collectors when the coordinator creates the stop file,
+and samples their stacks (`bench.stack_sampler`) while the coordinator's profile file exists (the
+measuring window).
 
     python -m bench.scaling_worker --root R --first 0 --count 64 --config 128 --status S --stop F ...
 """
@@ -90,7 +91,9 @@ def main() -> None:
             {
                 "pid": os.getpid(),
                 "time": time.time(),
-                "open": len(stop.open_sessions(CollectorSession)),
+                # Acting: open and holding a policy version (the first load in a process imports
+                # transformers, seconds on a loaded machine: startup, not collection).
+                "open": sum(s.version is not None for s in stop.open_sessions(CollectorSession)),
                 "emulator_s": emulator_seconds(stop),
                 "cpu_s": time.process_time(),
                 "final": final,
@@ -102,17 +105,22 @@ def main() -> None:
         time.sleep(0.2)  # as train_local: no burst of flow-run creations on the API
         report()
     sampler = None
+
+    def write_profile() -> None:
+        assert sampler is not None
+        sampler.stop()
+        Path(f"{args.status}.profile.json").write_text(json.dumps(sampler.summary(), indent=1))
+
     while not stop_path.exists():
         report()
         if args.profile and sampler is None and Path(args.profile).exists():
             sampler = StackSampler().start()
         if sampler is not None and not Path(args.profile).exists():
-            sampler.stop()
-            summary = Path(f"{args.status}.profile.json")
-            summary.write_text(json.dumps(sampler.summary(), indent=1))
-            sampler = None
-            args.profile = None
+            write_profile()
+            sampler, args.profile = None, None
         time.sleep(STATUS_EVERY_S)
+    if sampler is not None:  # the window ended and the stop came between two looks
+        write_profile()
     stop.set()
     for thread in threads:
         thread.join()
