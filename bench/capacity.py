@@ -29,7 +29,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -43,6 +43,9 @@ from bench._common import (
     write_result,
 )
 from bench.s3_counter import S3Counter, counting_s3
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
 
 BUCKET = "capacity"
 DUMMY_KEYS = {
@@ -99,7 +102,10 @@ def collector_loop(i: int, args: argparse.Namespace, root: Path, stop: threading
     )
     session = open_collector(params)
     session.registry.cache = root / "caches" / f"collector-{i}"  # each collector its own machine
-    session.registry.client = CountingClient(session.registry.client, out["mlflow_calls"], out["lock"])
+    # A stand-in that forwards every call: typed as the client it wraps.
+    session.registry.client = cast(
+        "MlflowClient", CountingClient(session.registry.client, out["mlflow_calls"], out["lock"])
+    )
     run_id = start_tracked_run(session.registry, f"collector-c{i}", tags={"role": "collector"}, params={})
     session.mlflow_run_id = run_id
     out["sessions"].append(session)
@@ -183,7 +189,7 @@ def measure_registry(args: argparse.Namespace, root: Path, counter: S3Counter, v
     for i in range(args.fetchers):
         registry = PolicyRegistry()
         registry.cache = root / "caches" / f"fetcher-{i}"
-        registry.client = CountingClient(registry.client, calls, lock)
+        registry.client = cast("MlflowClient", CountingClient(registry.client, calls, lock))
         started = time.perf_counter()
         fetched = registry.fetch(version)
         fetch_s.append(time.perf_counter() - started)
@@ -207,7 +213,7 @@ def measure_registry(args: argparse.Namespace, root: Path, counter: S3Counter, v
 
 
 # SmolLM2-135M's shape (its config.json), randomly initialised: the adapter's size depends only on it.
-SMOLLM2_135M = {
+SMOLLM2_135M: dict[str, Any] = {
     "hidden_size": 576,
     "intermediate_size": 1536,
     "num_hidden_layers": 30,
@@ -256,7 +262,7 @@ def measure_ingest(store_uri: str, shards: int, counter: S3Counter | None, seed:
     report = replay.ingest()
     seconds = time.perf_counter() - started
     replay.close()
-    result = {
+    result: dict[str, Any] = {
         "store": "s3 (moto)" if counter is not None else "local folder",
         "shards": report.shards,
         "episodes": report.episodes,

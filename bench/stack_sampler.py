@@ -48,7 +48,7 @@ class StackSampler:
                 self.samples[group] += 1
                 seen: set[str] = set()
                 self.exclusive[group][_key(frame)] += 1
-                walk = frame
+                walk: FrameType | None = frame
                 while walk is not None:
                     key = _key(walk)
                     if key not in seen:
