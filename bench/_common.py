@@ -26,9 +26,11 @@ LATENCY_MODEL = (
 )
 
 
-def prepare(root: Path) -> Path:
-    """A fresh bench folder; Prefect's home inside it. Must run before Prefect or MLflow are imported."""
-    shutil.rmtree(root, ignore_errors=True)
+def prepare(root: Path, *, fresh: bool = True) -> Path:
+    """A fresh bench folder (or, with `fresh` False, the existing one of a coordinating process);
+    Prefect's home beside it. Must run before Prefect or MLflow are imported."""
+    if fresh:
+        shutil.rmtree(root, ignore_errors=True)
     from flows.embedded import configure_embedded
 
     # One Prefect home for all benches: its database is created once (slow on a loaded machine).
@@ -84,8 +86,9 @@ def publish_warm_start(updates: int, seed: int = 0) -> int:
     return warm_start_policy.fn(WarmStartConfig(family="general", updates=updates, seed=seed))
 
 
-def episodes_in_window(t0: float, t1: float) -> list[dict]:
-    """Episodes of the current store that started and ended within [t0, t1] (epoch seconds)."""
+def episodes_in_window(t0: float, t1: float, *, started_inside: bool = True) -> list[dict]:
+    """Episodes of the current store that ended within [t0, t1] (epoch seconds) and, unless
+    `started_inside` is False, started there too."""
     from storage.sql_views import open_sql
     from storage.store import open_store
 
@@ -98,7 +101,7 @@ def episodes_in_window(t0: float, t1: float) -> list[dict]:
         ).to_pylist()
     finally:
         session.close()
-    return [r for r in rows if r["start_s"] >= t0 and r["end_s"] <= t1]
+    return [r for r in rows if (r["start_s"] >= t0 or not started_inside) and t0 <= r["end_s"] <= t1]
 
 
 def steps_in_window(t0: float, t1: float) -> int:

@@ -1,25 +1,32 @@
-"""Collection throughput from 1 to 32 collectors, relative to linear scaling.
+"""Collection throughput from 1 to 128 collectors spread over worker processes, relative to linear.
 
-Each configuration runs N real `collect` flow runs (Prefect) in threads of this process, one
-SimDroid emulator each with emulator-like latency that really sleeps, the warm-started policy
-acting on CPU, shards written to the store; no learner (it would only take CPU from the
-collectors; async_vs_sync.py measures the two together). The window starts once all N collectors
-have opened and lasts `--seconds`; steps and episodes inside it are read back from the shards.
+Each configuration runs N real `collect` flow runs (Prefect) split over `--processes` worker
+processes (`bench.scaling_worker`, as separate Prefect workers would run them), all talking to one
+Prefect API server that this process starts, one SimDroid emulator per collector with
+emulator-like latency that really sleeps, the warm-started policy acting on CPU, shards written to
+the one store; no learner (it would only take CPU from the collectors; async_vs_sync.py measures
+the two together). The window starts once all N collectors have opened and lasts `--seconds`
+(`--baseline-seconds` for N=1, whose heavy-tailed throughput is the noisiest); steps and episodes
+inside it are read back from the shards.
 
-- `vs linear`: steps/s at N over N x steps/s at N=1.
+- `episodes/min`: episodes that ended inside the window, per minute.
+- `vs linear`: throughput at N over N x throughput at N=1 (episodes, and steps, which are less noisy).
 - `emulator share`: sampled emulator latency inside the window over N x window, i.e. the fraction
   of each collector's time spent waiting on its emulator; its ratio to N=1 is linear scaling with
   the luck of the latency draws taken out (heavy tails make a 1-collector window noisy).
+- `cpu`: cores used by the workers and by the Prefect server during the window.
 
-    .venv/bin/python -m bench.scaling [--collectors 1 2 4 8 16 32] [--seconds 60]
-        [--step-latency 1.0] [--out bench/results/scaling.json]
+    .venv/bin/python -m bench.scaling [--collectors 1 8 32 64 128] [--processes 2] [--seconds 90]
+        [--step-latency 5.0] [--out bench/results/scaling.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import threading
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,77 +55,164 @@ def emulator_seconds(run: StopToken) -> float:
     return sum(env.device.virtual_time_s for s in run.open_sessions(CollectorSession) for env in s.envs)
 
 
-def run_config(n: int, args: argparse.Namespace) -> dict:
-    from flows.train_local import _collector_thread
-    from tasks.collector import CollectorParams, CollectorSession
-    from tasks.stop import StopToken
+EMULATOR_SLEEP = "simdroid/faults.py:apply_latency"  # where a collector waits on its emulator
 
-    stop = StopToken()
-    threads = [
-        threading.Thread(
-            target=_collector_thread,  # started again if the local API refuses the flow run
-            args=(
-                CollectorParams(
-                    pool="bench",
-                    collector_id=f"n{n}_c{i}",
-                    num_envs=1,
-                    episodes_per_batch=1,
-                    family="general",
-                    flush_episodes=4,
-                    flush_seconds=10,
-                    step_latency_s=args.step_latency,
-                    task_latency_sigma=args.task_sigma,
-                    # Episode ids derive from the seed: distinct per configuration in the one store.
-                    seed=args.seed * 1_000_000 + n * 1000 + i,
-                ),
-                stop,
-                {},
-            ),
-            name=f"collector-{i}",
-        )
-        for i in range(n)
-    ]
+
+def shares(n: int, processes: int) -> list[int]:
+    """`n` collectors over at most `processes` workers, as evenly as they go."""
+    k = max(1, min(processes, n))
+    return [n // k + (1 if w < n % k else 0) for w in range(k)]
+
+
+class Workers:
+    """The worker processes of one configuration and their status files."""
+
+    def __init__(self, n: int, args: argparse.Namespace, root: Path) -> None:
+        from flows.processes import die_with_parent
+
+        self.folder = root / "workers" / f"n{n}"
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.stop_file = self.folder / "stop"
+        self.profile_file = self.folder / "profile"
+        self.counts = shares(n, args.processes)
+        self.procs: list[subprocess.Popen] = []
+        self.status_files = [self.folder / f"w{w}.json" for w in range(len(self.counts))]
+        first = 0
+        for w, count in enumerate(self.counts):
+            argv = [sys.executable, "-m", "bench.scaling_worker", "--root", str(root)]
+            argv += ["--config", str(n), "--first", str(first), "--count", str(count)]
+            argv += ["--step-latency", str(args.step_latency), "--task-sigma", str(args.task_sigma)]
+            argv += ["--seed", str(args.seed), "--status", str(self.status_files[w])]
+            argv += ["--stop", str(self.stop_file), "--profile", str(self.profile_file)]
+            with open(self.folder / f"w{w}.log", "wb") as log:
+                self.procs.append(
+                    subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+                )
+            first += count
+
+    def statuses(self) -> list[dict]:
+        found = []
+        for path, proc in zip(self.status_files, self.procs, strict=True):
+            if proc.poll() is not None:
+                tail = (path.parent / f"{path.stem}.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"worker {path.stem} exited with {proc.returncode}:\n{tail}")
+            found.append(json.loads(path.read_text()) if path.exists() else {"open": 0})
+        return found
+
+    def stop(self, timeout_s: float = 600.0) -> None:
+        self.stop_file.touch()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def cpu_seconds(pid: int) -> float:
+    import psutil
+
+    process = psutil.Process(pid)
+    times = [process.cpu_times()]
+    for child in process.children(recursive=True):
+        try:
+            times.append(child.cpu_times())
+        except psutil.NoSuchProcess:
+            continue
+    return sum(t.user + t.system for t in times)
+
+
+def run_config(n: int, args: argparse.Namespace, root: Path, server_pid: int | None) -> dict:
+    seconds = args.baseline_seconds if n == 1 else args.seconds
+    workers = Workers(n, args, root)
     opening = time.monotonic()
-    for thread in threads:
-        thread.start()
-        time.sleep(0.2)  # as train_local: no burst of flow-run creations on the local API
-    while len(stop.open_sessions(CollectorSession)) < n and time.monotonic() - opening < 180:
-        time.sleep(0.1)
-    open_s = time.monotonic() - opening
-    collectors_open = len(stop.open_sessions(CollectorSession))
-    load_before = machine()["loadavg_1_5_15"]
-    t0, emu0 = time.time(), emulator_seconds(stop)
-    time.sleep(args.seconds)
-    t1, emu1 = time.time(), emulator_seconds(stop)
-    load_during = machine()["loadavg_1_5_15"]
-    stop.set()
-    for thread in threads:
-        thread.join()
-    stop.close()
+    try:
+        while (
+            sum(s["open"] for s in workers.statuses()) < n and time.monotonic() - opening < args.open_timeout
+        ):
+            time.sleep(0.2)
+        open_s = time.monotonic() - opening
+        before = workers.statuses()
+        collectors_open = sum(s["open"] for s in before)
+        load_before = machine()["loadavg_1_5_15"]
+        server0 = cpu_seconds(server_pid) if server_pid else 0.0
+        t0 = time.time()
+        workers.profile_file.touch()
+        time.sleep(seconds)
+        workers.profile_file.unlink()
+        t1 = time.time()
+        after = workers.statuses()
+        server1 = cpu_seconds(server_pid) if server_pid else 0.0
+        load_during = machine()["loadavg_1_5_15"]
+    finally:
+        workers.stop()
+    profiles = [json.loads(p.read_text()) for p in workers.folder.glob("w*.json.profile.json")]
     window = t1 - t0
     steps = steps_in_window(t0, t1)
-    episodes = episodes_in_window(t0, t1)
+    ended = episodes_in_window(t0, t1, started_inside=False)
+    # Each worker's own clock between its two reports (they come every half second).
+    emu = sum(a["emulator_s"] - b["emulator_s"] for a, b in zip(after, before, strict=True))
+    collector_s = sum(
+        c * (a["time"] - b["time"]) for c, a, b in zip(workers.counts, after, before, strict=True)
+    )
+    worker_cpu = sum(
+        (a["cpu_s"] - b["cpu_s"]) / (a["time"] - b["time"]) for a, b in zip(after, before, strict=True)
+    )
     return {
         "collectors": n,
+        "processes": len(workers.counts),
+        "collectors_per_process": workers.counts,
         "window_s": round(window, 2),
         "open_s": round(open_s, 1),
         "collectors_open": collectors_open,
         "steps": steps,
-        "episodes": len(episodes),
+        "episodes_ended": len(ended),
         "steps_per_s": steps / window,
-        "episodes_per_s": len(episodes) / window,
-        "emulator_share": (emu1 - emu0) / (n * window),
+        "episodes_per_min": 60 * len(ended) / window,
+        "emulator_share": emu / collector_s,
+        "worker_cpu_cores": round(worker_cpu, 3),
+        "worker_cpu_ms_per_step": round(1000 * worker_cpu * window / max(1, steps), 1),
+        "prefect_server_cpu_cores": round((server1 - server0) / window, 3),
         "loadavg_before": load_before,
         "loadavg_end": load_during,
+        "collector_wall_clock_top": (top := merge_profiles(profiles)),
+        # The same share as `emulator_share`, sampled from the collectors' stacks: no bias from
+        # heavy-tailed sleeps that straddle the window's edges.
+        "sampled_emulator_share": top.get(EMULATOR_SLEEP),
     }
+
+
+def merge_profiles(profiles: list[dict], top: int = 25) -> dict[str, float]:
+    """The collectors' inclusive wall-clock shares by function, averaged over the workers (by samples)."""
+    total = sum(p["collectors"]["thread_samples"] for p in profiles)
+    merged: dict[str, float] = {}
+    for p in profiles:
+        weight = p["collectors"]["thread_samples"] / max(1, total)
+        for key, share in p["collectors"]["inclusive"].items():
+            merged[key] = merged.get(key, 0.0) + weight * share
+    return {k: round(v, 4) for k, v in sorted(merged.items(), key=lambda kv: -kv[1])[:top]}
+
+
+def start_prefect_server() -> tuple[object, int | None]:
+    """One Prefect API server for every worker process (as a deployment's workers share one)."""
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()
+    server.start(timeout=300)
+    os.environ["PREFECT_API_URL"] = server.api_url  # the workers inherit it
+    return server, server.server_process.pid if server.server_process else None
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--collectors", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32])
-    parser.add_argument("--seconds", type=float, default=60.0, help="measuring window per configuration")
-    parser.add_argument("--step-latency", type=float, default=1.0, help="median step latency (s)")
+    parser.add_argument("--collectors", type=int, nargs="+", default=[1, 8, 32, 64, 128])
+    parser.add_argument("--processes", type=int, default=2, help="worker processes the collectors share")
+    parser.add_argument("--seconds", type=float, default=90.0, help="measuring window per configuration")
+    parser.add_argument("--baseline-seconds", type=float, default=180.0, help="measuring window at N=1")
+    parser.add_argument("--step-latency", type=float, default=5.0, help="median step latency (s)")
     parser.add_argument("--task-sigma", type=float, default=0.0, help="per-episode lognormal spread")
+    parser.add_argument(
+        "--open-timeout", type=float, default=400.0, help="seconds for all collectors to open"
+    )
     parser.add_argument("--warm-start-updates", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--root", default=".distrl/bench/scaling")
@@ -128,15 +222,20 @@ def main() -> None:
     use_store(root)
     started = time.monotonic()
     before = machine()
-    publish_warm_start(args.warm_start_updates, args.seed)
-    configs = []
-    for n in args.collectors:
-        configs.append(run_config(n, args))
-        print(json.dumps(configs[-1]), flush=True)
+    server, server_pid = start_prefect_server()
+    try:
+        publish_warm_start(args.warm_start_updates, args.seed)
+        configs = []
+        for n in args.collectors:
+            configs.append(run_config(n, args, root, server_pid))
+            print(json.dumps(configs[-1]), flush=True)
+    finally:
+        server.stop()  # type: ignore[attr-defined]
     base = next((c for c in configs if c["collectors"] == 1), configs[0])
     for c in configs:
         scale = c["collectors"] / base["collectors"]
-        c["vs_linear"] = c["steps_per_s"] / (scale * base["steps_per_s"])
+        c["vs_linear_episodes"] = c["episodes_per_min"] / (scale * base["episodes_per_min"])
+        c["vs_linear_steps"] = c["steps_per_s"] / (scale * base["steps_per_s"])
         c["emulator_share_vs_1"] = c["emulator_share"] / base["emulator_share"]
     last = configs[-1]
     document = {
@@ -147,21 +246,37 @@ def main() -> None:
         "latency_model": LATENCY_MODEL,
         "configs": configs,
         "targets": {
-            f"vs_linear at {last['collectors']} >= 0.9": last["vs_linear"] >= 0.9,
+            f"vs_linear_episodes at {last['collectors']} >= 0.9": last["vs_linear_episodes"] >= 0.9,
+            f"vs_linear_steps at {last['collectors']} >= 0.9": last["vs_linear_steps"] >= 0.9,
             f"emulator_share_vs_1 at {last['collectors']} >= 0.9": last["emulator_share_vs_1"] >= 0.9,
         },
         "total_wall_s": round(time.monotonic() - started, 1),
     }
     document["table"] = print_table(
-        ["collectors", "steps/s", "episodes/s", "vs linear", "emulator share", "share vs 1"],
+        [
+            "collectors",
+            "processes",
+            "episodes/min",
+            "vs linear",
+            "steps/s",
+            "vs linear (steps)",
+            "emulator share vs 1",
+            "worker CPU (cores)",
+            "Prefect server CPU",
+            "load (1 min)",
+        ],
         [
             [
                 c["collectors"],
+                c["processes"],
+                f"{c['episodes_per_min']:.1f}",
+                f"{c['vs_linear_episodes']:.0%}",
                 f"{c['steps_per_s']:.2f}",
-                f"{c['episodes_per_s']:.2f}",
-                f"{c['vs_linear']:.0%}",
-                f"{c['emulator_share']:.0%}",
+                f"{c['vs_linear_steps']:.0%}",
                 f"{c['emulator_share_vs_1']:.0%}",
+                f"{c['worker_cpu_cores']:.2f}",
+                f"{c['prefect_server_cpu_cores']:.2f}",
+                f"{c['loadavg_end'][0]:.1f}",
             ]
             for c in configs
         ],
@@ -176,16 +291,16 @@ def plot(document: dict, path: Path) -> None:
     plt = pyplot()
     configs = document["configs"]
     ns = [c["collectors"] for c in configs]
-    base = configs[0]["steps_per_s"] / configs[0]["collectors"]
+    base = configs[0]["episodes_per_min"] / configs[0]["collectors"]
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    ax.plot(ns, [c["steps_per_s"] for c in configs], marker="o", label="measured")
+    ax.plot(ns, [c["episodes_per_min"] for c in configs], marker="o", label="measured")
     ax.plot(ns, [n * base for n in ns], linestyle=":", color="grey", label="linear (N x 1 collector)")
     ax.plot(ns, [0.9 * n * base for n in ns], linestyle="--", color="lightgrey", label="90% of linear")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xticks(ns, [str(n) for n in ns])
-    ax.set_xlabel("collectors (one emulator each)")
-    ax.set_ylabel("environment steps / s")
+    ax.set_xlabel(f"collectors (one emulator each) over {document['settings']['processes']} processes")
+    ax.set_ylabel("episodes / min")
     ax.set_title(
         f"Collection scaling, median {document['settings']['step_latency']} s/step emulator latency",
         fontsize=10,

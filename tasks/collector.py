@@ -29,9 +29,9 @@ from distrl_core.envs.sim_env import SimDroidEnvConfig
 from distrl_core.envs.simdroid.device import SimDroidConfig
 from distrl_core.envs.simdroid.faults import FaultConfig
 from distrl_core.envs.simdroid.tasks import load_tasks
-from distrl_core.policy import Policy, load_policy
+from distrl_core.policy import Policy
 from distrl_core.rollout import RolloutConfig, run_episodes
-from storage.registry import PolicyRegistry
+from storage.registry import MANIFEST_TAG, PolicyRegistry
 from storage.schema import steps_to_table
 from storage.shards import ShardFlushError, ShardWriter, ShardWriterConfig
 from storage.store import open_store
@@ -46,6 +46,7 @@ from tasks.bounds import (
     Split,
 )
 from tasks.mlflow_metrics import log_metrics
+from tasks.policy_cache import templates
 from tasks.retry import only_transient, with_retries
 from tasks.stop import should_stop
 
@@ -233,9 +234,10 @@ def poll_policy_version(session: CollectorSession) -> int | None:
     task_run_name="load v{version}",
 )
 def load_policy_version(session: CollectorSession, version: int) -> int:
-    """Fetch a version (cached locally) and swap it in; episodes already running are not touched."""
+    """Fetch a version (cached locally) and swap it in; episodes already running are not touched.
+    The version is built once per process and copied for each collector (`tasks.policy_cache`)."""
     fetched = session.registry.fetch(version)
-    session.policy = load_policy(fetched.path).eval()
+    session.policy = templates.copy_of(fetched.path, fetched.tags.get(MANIFEST_TAG))
     session.version = version
     log.info("collector %s now acts with version %d", session.params.collector_id, version)
     return version
