@@ -15,6 +15,7 @@ import pwd
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -220,3 +221,15 @@ def stop_recorded(path: Path, *, dry_run: bool = False) -> list[str]:
         stop_tree([e["pid"] for e in alive])
         path.write_text(json.dumps({"processes": []}))
     return [e["name"] for e in alive]
+
+
+def lower_thread_priority(nice: int) -> None:
+    """Make the calling thread at least `nice` nice (Linux schedules threads one by one, and the
+    threads it starts later inherit it); elsewhere, or where not allowed, nothing changes."""
+    if nice <= 0:
+        return
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, max(nice, os.getpriority(os.PRIO_PROCESS, tid)))
+    except (AttributeError, OSError):
+        return

@@ -20,6 +20,7 @@ from distrl_core.learner.warm_start import WarmStartConfig
 from flows.collect import collect
 from flows.evaluator import evaluator
 from flows.learn import learn
+from flows.processes import lower_thread_priority
 from storage.registry import PolicyRegistry
 from storage.replay_config import ReplaySettings
 from tasks.bounds import MAX_MINUTES, MAX_SECONDS, MAX_SEED, MAX_THREADS, MAX_UPDATES, Family
@@ -102,6 +103,14 @@ class TrainLocalParams(BaseModel):
         None,
         description="The continuous evaluator's protocol (None: the held-out split of `family`, 3 episodes "
         "per task, the fixed evaluation seed).",
+    )
+    evaluator_nice: int = Field(
+        19,
+        ge=0,
+        le=19,
+        description="Niceness of the evaluator's thread (Linux; 0: as the rest): it shares this process "
+        "and the machine's cores with collectors and the learner, and scores with the CPU they leave, "
+        "so that scoring never slows training (a deployment's evaluator has a work pool of its own).",
     )
     seed: int = Field(
         0,
@@ -194,11 +203,15 @@ class _ContinuousEvaluation:
         self.result: dict[str, Any] = {}
         evaluator_params = _evaluator_params(params)
         self.thread = threading.Thread(
-            target=self._run, args=(evaluator_params, stop_id), name="evaluator", daemon=True
+            target=self._run,
+            args=(evaluator_params, stop_id, params.evaluator_nice),
+            name="evaluator",
+            daemon=True,
         )
         self.thread.start()
 
-    def _run(self, params: EvaluatorParams, stop_id: str) -> None:
+    def _run(self, params: EvaluatorParams, stop_id: str, nice: int) -> None:
+        lower_thread_priority(nice)  # before any thread of its own starts: they inherit it
         try:
             self.result["summary"] = evaluator(params, stop_id)
         except Exception as exc:  # the run goes on without its curve; say why at the end

@@ -119,3 +119,24 @@ def test_children_die_with_the_command_unless_it_detaches(tmp_path: Path, mode: 
     finally:
         if child.is_running():
             child.kill()
+
+
+def test_the_embedded_evaluator_thread_runs_nicer_than_the_rest(tmp_path: Path) -> None:
+    """train_local's evaluator thread lowers its own CPU priority only (Linux threads)."""
+    import os
+    import threading
+
+    if not hasattr(os, "getpriority"):
+        pytest.skip("no per-thread priorities on this platform")
+    seen: dict[str, int] = {}
+
+    def evaluator_thread() -> None:
+        processes.lower_thread_priority(19)
+        seen["evaluator"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    thread = threading.Thread(target=evaluator_thread)
+    thread.start()
+    thread.join()
+    assert seen["evaluator"] == 19 > before or before == 19
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before  # this thread untouched
