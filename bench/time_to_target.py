@@ -93,9 +93,9 @@ def run_one(seed: int, mode: str, settings: dict, root: str) -> dict:
         family=args.family, episodes_per_task=args.eval_episodes_per_task, poll_seconds=1.0
     )
     params = params.model_copy(update={"family": args.family, "evaluate": True, "evaluator": protocol})
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), time.process_time()
     result = train_local(params, show_progress=False)
-    wall = time.monotonic() - started
+    wall, cpu = time.monotonic() - started, time.process_time() - cpu_started
     curve = [
         {
             "version": p["version"],
@@ -123,6 +123,10 @@ def run_one(seed: int, mode: str, settings: dict, root: str) -> dict:
         "versions_skipped": len(evaluator.get("skipped", [])),
         "rounds": result.get("rounds"),
         "updates": (result.get("learner") or {}).get("updates"),
+        # Where the learner's time went (busy = updating), and the CPU the whole run used (every
+        # thread: collectors, learner, evaluator): a learner-bound run shows a busy learner.
+        "learner_timing": result.get("learner"),
+        "process_cpu_s": round(cpu, 1),
         "curve": curve,
     }
 
