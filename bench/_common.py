@@ -161,6 +161,15 @@ def pyplot():
     return plt
 
 
+def save_figure(fig, path: Path) -> None:
+    """Write a bench's figure (the same size and resolution for every bench) and free it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def add_pipeline_arguments(parser, *, minutes: float, warm_start_updates: int) -> None:
     """The embedded pipeline's settings that async_run_params reads, shared by the benches."""
     parser.add_argument("--minutes", type=float, default=minutes, help="RL wall-clock budget per run")

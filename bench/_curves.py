@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from bench._common import save_figure
 from bench._stats import t_interval
 
 
@@ -55,9 +56,7 @@ def plot_curves(document: dict, path: Path, *, key: str = "heldout_success") -> 
         ax.set_ylim(0, 1)
         ax.set_title(f"SimDroid {family}: mean over seeds, 95 % band")
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
     return True
 
 

@@ -32,6 +32,7 @@ from bench._common import (
     prepare,
     print_table,
     pyplot,
+    save_figure,
     steps_in_window,
     use_store,
     write_result,
@@ -176,9 +177,7 @@ def plot(document: dict, path: Path) -> None:
     ax2.set_ylim(0, 1)
     ax2.set_ylabel("learner duty cycle")
     ax2.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ from bench._multihost_hosts import (
 from bench._multihost_observe import WROTE_SHARD, log_window, tcp_to
 from bench.netns import Network
 from flows import processes
+from flows.cli_flows import environment_kept
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -101,14 +102,10 @@ class Scenario:
     @contextlib.contextmanager
     def operator_env(self) -> Iterator[None]:
         """This process as the operator's laptop: the same addresses as every host."""
-        saved = dict(os.environ)
-        os.environ.update(self.hosts.address_env())
-        os.environ["DISTRL_MLFLOW_CACHE_DIR"] = str(self.config.run_dir / "operator" / "policy-cache")
-        try:
+        with environment_kept():
+            os.environ.update(self.hosts.address_env())
+            os.environ["DISTRL_MLFLOW_CACHE_DIR"] = str(self.config.run_dir / "operator" / "policy-cache")
             yield
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
 
     @contextlib.contextmanager
     def api(self) -> Iterator[Any]:

@@ -28,6 +28,7 @@ from bench._common import (
     prepare,
     print_table,
     pyplot,
+    save_figure,
     use_store,
     write_result,
 )
@@ -177,9 +178,7 @@ def plot(document: dict, path: Path) -> None:
     ax.set_ylabel("seconds from publish to first episode")
     ax.set_title("Policy propagation to the collectors", fontsize=10)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from bench._common import (
     print_table,
     publish_warm_start,
     pyplot,
+    save_figure,
     steps_in_window,
     use_store,
     write_result,
@@ -306,9 +307,7 @@ def plot(document: dict, path: Path) -> None:
         fontsize=10,
     )
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 if __name__ == "__main__":

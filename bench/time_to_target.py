@@ -58,6 +58,7 @@ from bench._common import (
     machine,
     prepare,
     pyplot,
+    save_figure,
     use_store,
     write_result,
 )
@@ -355,9 +356,7 @@ def plot(document: dict, path: Path) -> None:
     ax2.set_xlabel("seed")
     ax2.set_ylabel("time-to-target speed-up (sync / async)")
     ax2.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -23,9 +23,9 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from prefect import flow, get_run_logger
-from pydantic import BaseModel, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, Field, field_validator
 
-from distrl_core.learner.config import Algorithm, learner_config
+from distrl_core.learner.config import Algorithm
 from storage.registry import CHAMPION
 from tasks.bounds import MAX_BATCH, MAX_DAYS, MAX_SEED, MAX_UPDATES, Family, Split
 from tasks.evaluation import evaluate_version, record_evaluation
@@ -36,6 +36,7 @@ from tasks.learner import (
     publish_policy,
     train_block,
 )
+from tasks.learner_params import check_learner_config
 from tasks.retrain import (
     DayWindow,
     RetrainDataError,
@@ -109,11 +110,7 @@ class RetrainParams(BaseModel):
     )
     store_uri: str | None = Field(None, description="Trajectory store (default: DISTRL_STORE_URI).")
 
-    @field_validator("learner_config")
-    @classmethod
-    def _check_learner_config(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        learner_config(info.data.get("algorithm", "aride"), info.data.get("seed", 0), value)
-        return value
+    _check_learner_config = field_validator("learner_config")(check_learner_config)
 
     @field_validator("replay")
     @classmethod

@@ -13,13 +13,13 @@ ends every process it started, their flow runs included. The integration test us
 
 S3 keys are moto's dummy ones, in `env.sh` (mode 600) and in the children that use S3 (MLflow server,
 workers); no child gets the user's own credentials; the judge's key goes to the workers only.
+Each child's environment and each server's command line are built in flows/up_env.py.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shlex
 import shutil
 import sys
@@ -27,20 +27,15 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from flows import postgres, processes
+from flows import postgres, processes, up_env
 from flows.processes import Managed, ProcessExited
 from flows.quiet import QUIET_ENV
 from flows.up_config import COLLECT_MINUTES, LEARN_MINUTES, UpConfig, read_deployments, recipe, work_pools
+from flows.up_env import CLIENT_MAX_RETRIES, DUMMY_S3_KEYS, HOST
 
-HOST = "127.0.0.1"
-# One SQLite-backed server for every role: under bursts of task runs it answers 503 for a while;
-# every client (workers, flow runs, `Stack.api`) retries 503 with exponential backoff (2, 4, ... 256 s).
-CLIENT_MAX_RETRIES = 8
 STATE_FILE = "state.json"
 EVALUATOR_DEPLOYMENT = "evaluator/evaluator"
 _HEALTH = {"s3": "/moto-api/", "mlflow": "/health", "prefect": "/api/health"}
-_DUMMY_S3_KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
-_JUDGE_KEYS = ("DISTRL_JUDGE_API_KEY", "OPENAI_API_KEY")
 
 
 __all__ = [
@@ -96,33 +91,11 @@ class Stack:
             "DISTRL_MLFLOW_CACHE_DIR": str(self.run_dir / "policy-cache"),
             "DISTRL_PROJECT_DIR": str(self.project_dir),
             "AWS_DEFAULT_REGION": "us-east-1",
-            **_DUMMY_S3_KEYS,
+            **DUMMY_S3_KEYS,
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             **QUIET_ENV,
         }
-
-    def _env(
-        self, *, server: bool = False, s3_keys: bool | None = None, judge: bool = False, **extra: str
-    ) -> dict[str, str]:
-        """No inherited credential; moto's keys if `s3_keys` (default: clients), the judge's if `judge`."""
-        base = {
-            "PREFECT_HOME": str(self.run_dir / "prefect"),
-            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-            "DO_NOT_TRACK": "1",
-            "PYTHONUNBUFFERED": "1",
-            "PREFECT_CLIENT_MAX_RETRIES": str(CLIENT_MAX_RETRIES),
-            # No credentials file or profile either: botocore would read the user's own keys from it.
-            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-            "AWS_CONFIG_FILE": os.devnull,
-        }
-        inherited = processes.without_credentials(os.environ)
-        ours = {"AWS_DEFAULT_REGION": "us-east-1"} if server else self.client_env()
-        ours = {k: v for k, v in ours.items() if k not in _DUMMY_S3_KEYS}
-        if (not server) if s3_keys is None else s3_keys:
-            ours |= _DUMMY_S3_KEYS
-        keys = {k: os.environ[k] for k in _JUDGE_KEYS if judge and os.environ.get(k)}
-        return inherited | base | ours | keys | extra
 
     @contextlib.contextmanager
     def api(self) -> Iterator:
@@ -212,51 +185,17 @@ class Stack:
         self._owns_run_dir = True
         self._write_state()
 
-    def _server_argv(self, name: str, port: int) -> list[str]:
-        py = sys.executable
-        if name == "s3":
-            return [py, "-m", "moto.server", "-H", HOST, "-p", str(port)]
-        if name == "mlflow":
-            # The URL holds no password: the server gets it as PGPASSWORD (argv and state.json are readable).
-            db = (
-                self.database.url(postgres.MLFLOW_DB)
-                if self.database
-                else f"sqlite:///{self.run_dir / 'mlflow.db'}"
-            )
-            return [
-                *(py, "-m", "mlflow", "server", "--host", HOST, "--port", str(port), "--workers", "1"),
-                *("--backend-store-uri", db),
-                *("--artifacts-destination", f"s3://{self.config.bucket}/mlflow"),
-            ]
-        ui = "--ui" if self.config.ui else "--no-ui"
-        return [py, "-m", "prefect", "server", "start", "--host", HOST, "--port", str(port), ui]
-
     def _launch(self, name: str) -> None:
         port = processes.free_port(HOST)
         self.ports[name] = port
-        env = self._env(
-            server=True,
-            s3_keys=name == "mlflow",  # its artifact store is the bucket; moto and Prefect need no keys
-            MLFLOW_S3_ENDPOINT_URL=self.url("s3"),
-            MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false",  # else ~10 job processes (1.7 GB)
-            PREFECT_SERVER_LOGGING_LEVEL="WARNING",
-            # SQLite locks while workers heartbeat and runs start; on a busy machine the default 10 s
-            # wait for the lock runs out and the API answers 503.
-            PREFECT_SERVER_DATABASE_TIMEOUT="60",
-        )
-        if self.database is not None and name != "s3":
-            env |= self.database.env()
-            if name == "prefect":
-                env["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = self.database.url(
-                    postgres.PREFECT_DB, "asyncpg"
-                )
-        if name == "prefect":
-            # The UI is a static page that asks `/ui-settings` where the API is: without this it says
-            # the default port (4200), not the free port this server got, and every page fails.
-            env["PREFECT_SERVER_UI_API_URL"] = self.prefect_api_url
+        env = up_env.server_env(self, name)
         log = self.run_dir / "logs" / f"{name}.log"
         self.procs[name] = processes.start(
-            name, self._server_argv(name, port), env=env, log_path=log, outlive_parent=self.outlive_parent
+            name,
+            up_env.server_argv(self, name, port),
+            env=env,
+            log_path=log,
+            outlive_parent=self.outlive_parent,
         )
         self._write_state()
 
@@ -287,8 +226,8 @@ class Stack:
             "s3",
             endpoint_url=self.url("s3"),
             region_name="us-east-1",
-            aws_access_key_id=_DUMMY_S3_KEYS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=_DUMMY_S3_KEYS["AWS_SECRET_ACCESS_KEY"],
+            aws_access_key_id=DUMMY_S3_KEYS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=DUMMY_S3_KEYS["AWS_SECRET_ACCESS_KEY"],
         )
         s3.create_bucket(Bucket=self.config.bucket)
 
@@ -309,7 +248,7 @@ class Stack:
         self.procs["deploy"] = processes.start(
             "deploy",
             argv,
-            env=self._env(s3_keys=False),
+            env=up_env.child_env(self, s3_keys=False),
             log_path=log,
             cwd=self.project_dir,
             outlive_parent=self.outlive_parent,
@@ -341,7 +280,7 @@ class Stack:
                 "PREFECT_WORKER_QUERY_SECONDS": str(self.config.worker_query_seconds),
             }
             # Merged as dicts, not keywords: a variable named `server` in worker_env stays a variable.
-            env = self._env(judge=True) | ours | self.config.worker_env
+            env = up_env.child_env(self, judge=True) | ours | self.config.worker_env
             argv = [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--type", "process"]
             argv += ["--name", f"{pool}-local", "--install-policy", "never"]
             log = self.run_dir / "logs" / f"worker-{pool}.log"
@@ -398,7 +337,7 @@ class Stack:
         """What `distrl up` prints once the stack is up: addresses, variables, the next commands."""
         from flows.up_describe import describe
 
-        return describe(self, hidden=set(_DUMMY_S3_KEYS))
+        return describe(self, hidden=set(DUMMY_S3_KEYS))
 
     def stop(self) -> None:
         """Workers (and their flow runs) and servers together, then PostgreSQL once nothing uses it;

@@ -3,8 +3,8 @@
 `ingest()` reads only shards not seen before (bad ones are quarantined), keeps trainable episodes
 (status `ok`, fresh enough, not already present), evicts the oldest beyond capacity, and gives new
 trajectories the largest priority seen so far. `sample()` draws trajectories with replacement in
-proportion to priority**alpha (see `replay_sql` for the three-stage query) and returns their steps,
-whole or as fixed-length windows, with importance-sampling weights. `update_priorities()` writes
+proportion to priority**alpha (`replay_sample`, with `replay_sql`'s three-stage query) and returns
+their steps, whole or as fixed-length windows, with importance-sampling weights. `update_priorities()` writes
 the loss's priorities back; `checkpoint()` persists them to the store so a new learner resumes them.
 """
 
@@ -23,6 +23,7 @@ from storage import replay_sql as sql
 from storage.catalog import Catalog, try_read_shard
 from storage.rate_limiter import ReplayNotReady, SampleToInsertRatio
 from storage.replay_config import ReplaySettings
+from storage.replay_sample import SampleBatch, draw_batch
 from storage.replay_snapshot import read_priority_snapshot, write_priority_snapshot
 from storage.schema import STEP_SCHEMA
 from storage.store import REPLAY_STATE_DIR, Store, redact
@@ -40,23 +41,6 @@ class IngestReport:
     steps: int = 0
     skipped_episodes: int = 0
     evicted_episodes: int = 0
-
-
-@dataclass
-class SampleBatch:
-    """Trajectories drawn for one learner update. Arrays are indexed by draw (B,)."""
-
-    slots: np.ndarray  # (B,) int64
-    episode_ids: list[str]
-    probabilities: np.ndarray  # (B,) sampling probability of each draw
-    is_weights: np.ndarray  # (B,) importance-sampling weights, max 1
-    policy_versions: np.ndarray  # (B,) int64
-    window_starts: np.ndarray  # (B,) first step of each draw's window (0 for whole episodes)
-    steps: pa.Table  # step rows ordered by (sample_idx, step); `sample_idx` indexes the draw
-
-    @property
-    def size(self) -> int:
-        return len(self.slots)
 
 
 class Replay:
@@ -278,41 +262,19 @@ class Replay:
                 )
             # Every random number comes from this generator (none from DuckDB), so a seed fixes the draw.
             rng = np.random.default_rng(seed) if seed is not None else self._rng
-            slots, w = sql.sample_slots(
+            batch = draw_batch(
                 self.con,
                 rng,
                 batch_size,
+                total=total,
+                eligible=eligible,
+                beta=beta,
+                window=window,
                 super_size=self.config.super_size,
                 block_size=self.config.block_size,
             )
-            probs = w / float(total)
-            # IS weights (N * P(i))^-beta, normalised by the batch maximum so they only scale down.
-            weights = (float(eligible) * probs) ** (-beta)
-            weights /= weights.max()
-            picks = pa.table(
-                {
-                    "sample_idx": np.arange(batch_size),
-                    "slot": slots,
-                    "u": rng.random(batch_size),
-                    "win": pa.array([window] * batch_size, pa.int64()),
-                }
-            )
-            self.con.register("picks", picks)
-            try:
-                steps = self.con.sql("EXECUTE replay_fetch").to_arrow_table()
-            finally:
-                self.con.unregister("picks")
-            first = np.searchsorted(steps.column("sample_idx").to_numpy(), np.arange(batch_size))
-            self.limiter.record_sample(steps.num_rows)
-            return SampleBatch(
-                slots=slots,
-                episode_ids=steps.column("episode_id").take(first).to_pylist(),
-                probabilities=probs,
-                is_weights=weights,
-                policy_versions=steps.column("policy_version").take(first).to_numpy(),
-                window_starts=steps.column("window_start").take(first).to_numpy(),
-                steps=steps.drop_columns(["window_start"]),
-            )
+            self.limiter.record_sample(batch.steps.num_rows)
+            return batch
 
     # ----- priorities ---------------------------------------------------------------------------
     def update_priorities(self, slots: np.ndarray, priorities: np.ndarray) -> None:

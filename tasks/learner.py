@@ -15,16 +15,12 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import Any, get_args
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
-from distrl_core.learner.config import Algorithm, LearnerConfig, learner_config
-from distrl_core.learner.distributed import batch_split_problem
+from distrl_core.learner.config import LearnerConfig
 from distrl_core.learner.learner import Learner
-from distrl_core.learner.objectives import algorithm_spec
 from distrl_core.learner.step import Draw, train_step
 from distrl_core.policy import load_policy, save_policy
 from storage.registry import PolicyRegistry
@@ -32,8 +28,8 @@ from storage.replay import Replay, ReplayNotReady, SampleBatch
 from storage.replay_config import ReplaySettings
 from storage.store import open_store
 from tasks.block_log import BlockLog
-from tasks.bounds import MAX_BATCH, MAX_MINUTES, MAX_PROCESSES, MAX_SECONDS, MAX_SEED, MAX_UPDATES
 from tasks.heldout_curve import ENV_STEPS_TAG, SECONDS_TAG
+from tasks.learner_params import LearnerParams
 from tasks.learner_ranks import LearnerRanks
 from tasks.learner_timing import LearnerTiming
 from tasks.mlflow_metrics import log_metrics, start_tracked_run
@@ -41,83 +37,19 @@ from tasks.retry import only_transient, with_retries
 
 log = logging.getLogger(__name__)
 
-
-class LearnerParams(BaseModel):
-    """Parameters of the `learn` deployment."""
-
-    batch_size: int = Field(16, ge=1, le=MAX_BATCH, description="Trajectories per update.")
-    window: int | None = Field(
-        None, ge=1, le=MAX_BATCH, description="Steps per sampled window (None: whole trajectories)."
-    )
-    updates_per_block: int = Field(8, ge=1, le=MAX_UPDATES, description="Updates per task run.")
-    publish_every_updates: int = Field(
-        16, ge=1, le=MAX_UPDATES, description="Publish a new version every K updates."
-    )
-    max_updates: int | None = Field(
-        None, ge=1, le=MAX_UPDATES, description="Stop after this many updates (None: no limit)."
-    )
-    max_minutes: float | None = Field(
-        None, gt=0, le=MAX_MINUTES, description="Stop after this many minutes (None: no limit)."
-    )
-    idle_sleep_s: float = Field(
-        1.0, ge=0, le=MAX_SECONDS, description="Wait when the replay is not ready (too small or ratio)."
-    )
-    store_uri: str | None = Field(None, description="Trajectory store (default: DISTRL_STORE_URI).")
-    background_ingest: bool = Field(
-        False,
-        description="`ingest_shards` starts a scan in a background thread and returns the last finished "
-        "scan's report, so updates never wait on Parquet reads (the asynchronous learner); False: ingest now.",
-    )
-    algorithm: Algorithm = Field(
-        "aride",
-        description=f"One of {', '.join(get_args(Algorithm))} (see LearnerConfig); gigpo is critic-free, with "
-        "groups of episodes of one task and policy version within a batch; decoupled_ppo is AReaL's "
-        "staleness-aware PPO (docs/architecture.md).",
-    )
-    seed: int = Field(0, ge=0, le=MAX_SEED, description="Seeds the learner.")
-    learner_config: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Overrides of LearnerConfig fields other than algorithm and seed, e.g. "
-        "{'actor_lr': 1e-4, 'entropy_coef': 0.01} (the critic-only warm-up, critic_warmup_updates, "
-        "counts from the learner's first update).",
-    )
-
-    learner_processes: int = Field(1, ge=1, le=MAX_PROCESSES, description=(
-        "Processes the learner trains on (DDP: gloo on CPU, NCCL on GPUs); this one is rank 0 (replay, MLflow, "
-        "registry), torchrun starts the others; each trains on batch_size/learner_processes trajectories."
-    ))  # fmt: skip
-
-    @field_validator("learner_config")
-    @classmethod
-    def _check_learner_config(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        learner_config(info.data.get("algorithm", "aride"), info.data.get("seed", 0), value)
-        return value
-
-    def to_learner_config(self) -> LearnerConfig:
-        """The LearnerConfig these parameters ask for: algorithm and seed, then the overrides."""
-        return learner_config(self.algorithm, self.seed, self.learner_config)
-
-    @model_validator(mode="after")
-    def _whole_episodes_when_the_algorithm_needs_them(self) -> LearnerParams:
-        if problem := batch_split_problem(self.batch_size, self.learner_processes):
-            raise ValueError(problem)
-        if self.learner_processes > 1 and self.learner_config.get("proximal_policy") == "average":
-            # Only rank 0 keeps the weight average (it publishes), so the other ranks have no π_prox.
-            raise ValueError(
-                "proximal_policy='average' reads the weight average that only the first learner process "
-                "keeps; with learner_processes > 1 use proximal_policy='update_start'"
-            )
-        if algorithm_spec(self.algorithm).needs_whole_episodes and self.window is not None:
-            raise ValueError(
-                f"algorithm {self.algorithm!r} compares whole episodes' returns, but window={self.window} "
-                "samples pieces of them; set window=None"
-            )
-        if self.learner_config.get("shortest_path_exponent", 0) and self.window is not None:
-            raise ValueError(
-                f"shortest_path_exponent scales a success by its episode's length, but window={self.window} "
-                "samples pieces of episodes; set window=None or shortest_path_exponent=0"
-            )
-        return self
+# LearnerParams lives in tasks/learner_params.py; flows, benches and tests import it from here.
+__all__ = [
+    "LearnerParams",
+    "LearnerSession",
+    "LearnerTiming",
+    "checkpoint_replay",
+    "close_learner",
+    "ingest_shards",
+    "open_learner",
+    "publish_policy",
+    "replay_waiting",
+    "train_block",
+]
 
 
 class LearnerSession:

@@ -122,6 +122,7 @@ def test_only_the_two_servers_get_the_password(tmp_path: Path, monkeypatch) -> N
     """Prefect and MLflow get password-free URLs and the password as PGPASSWORD; moto, the deploy and
     the workers get neither it nor the user's own PGPASSWORD."""
     from flows.up import Stack, UpConfig
+    from flows.up_env import server_argv
     from tests.reliability.test_child_credentials import _envs
 
     monkeypatch.setenv("PGPASSWORD", "users-own-pg-password")
@@ -135,7 +136,7 @@ def test_only_the_two_servers_get_the_password(tmp_path: Path, monkeypatch) -> N
     assert envs["prefect"]["PREFECT_SERVER_DATABASE_CONNECTION_URL"] == (
         "postgresql+asyncpg://distrl@127.0.0.1:5544/distrl_up_prefect"
     )
-    argv = stack._server_argv("mlflow", 1)
+    argv = server_argv(stack, "mlflow", 1)
     assert (
         argv[argv.index("--backend-store-uri") + 1] == "postgresql://distrl@127.0.0.1:5544/distrl_up_mlflow"
     )

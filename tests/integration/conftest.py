@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from flows.cli_flows import environment_kept
 from flows.up import Stack, UpConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,11 +38,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 @contextlib.contextmanager
 def client_env(stack: Stack) -> Iterator[None]:
     """This process as one more machine of the setup (for `distrl sql` and the registry)."""
-    saved = dict(os.environ)
-    os.environ.update(stack.client_env())
-    os.environ["DISTRL_MLFLOW_CACHE_DIR"] = str(stack.run_dir / "test-cache")
-    try:
+    with environment_kept():
+        os.environ.update(stack.client_env())
+        os.environ["DISTRL_MLFLOW_CACHE_DIR"] = str(stack.run_dir / "test-cache")
         yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)

@@ -1,0 +1,77 @@
+"""One prioritized draw from the replay's DuckDB tables (`Replay.sample`'s work once it may sample).
+
+Slots come from `replay_sql.sample_slots` (the three-stage query), their importance-sampling weights
+from the sampling probabilities, and their steps (whole trajectories or windows) from the prepared
+`replay_fetch` statement. Every random number comes from the caller's generator, none from DuckDB,
+so a seeded generator fixes the draw.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from storage import replay_sql as sql
+
+
+@dataclass
+class SampleBatch:
+    """Trajectories drawn for one learner update. Arrays are indexed by draw (B,)."""
+
+    slots: np.ndarray  # (B,) int64
+    episode_ids: list[str]
+    probabilities: np.ndarray  # (B,) sampling probability of each draw
+    is_weights: np.ndarray  # (B,) importance-sampling weights, max 1
+    policy_versions: np.ndarray  # (B,) int64
+    window_starts: np.ndarray  # (B,) first step of each draw's window (0 for whole episodes)
+    steps: pa.Table  # step rows ordered by (sample_idx, step); `sample_idx` indexes the draw
+
+    @property
+    def size(self) -> int:
+        return len(self.slots)
+
+
+def draw_batch(
+    con: duckdb.DuckDBPyConnection,
+    rng: np.random.Generator,
+    batch_size: int,
+    *,
+    total: float,
+    eligible: int,
+    beta: float,
+    window: int | None,
+    super_size: int,
+    block_size: int,
+) -> SampleBatch:
+    """`batch_size` trajectories in proportion to their weight (of `total`, over `eligible` ones)."""
+    slots, w = sql.sample_slots(con, rng, batch_size, super_size=super_size, block_size=block_size)
+    probs = w / float(total)
+    # IS weights (N * P(i))^-beta, normalised by the batch maximum so they only scale down.
+    weights = (float(eligible) * probs) ** (-beta)
+    weights /= weights.max()
+    picks = pa.table(
+        {
+            "sample_idx": np.arange(batch_size),
+            "slot": slots,
+            "u": rng.random(batch_size),
+            "win": pa.array([window] * batch_size, pa.int64()),
+        }
+    )
+    con.register("picks", picks)
+    try:
+        steps = con.sql("EXECUTE replay_fetch").to_arrow_table()
+    finally:
+        con.unregister("picks")
+    first = np.searchsorted(steps.column("sample_idx").to_numpy(), np.arange(batch_size))
+    return SampleBatch(
+        slots=slots,
+        episode_ids=steps.column("episode_id").take(first).to_pylist(),
+        probabilities=probs,
+        is_weights=weights,
+        policy_versions=steps.column("policy_version").take(first).to_numpy(),
+        window_starts=steps.column("window_start").take(first).to_numpy(),
+        steps=steps.drop_columns(["window_start"]),
+    )
