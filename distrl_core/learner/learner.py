@@ -152,7 +152,10 @@ class Learner:
             rows = list(range(start, min(start + self.micro_batch_size, batch.size)))
             sub = batch if len(rows) == batch.size else batch.select_rows(rows)
             mask = full_mask if sub is batch else full_mask[rows][:, : sub.shape[1]]
-            with autocast, policy.with_word_dropout(cfg.entity_dropout, cfg.word_dropout):
+            with (
+                autocast,
+                policy.with_word_dropout(cfg.entity_dropout, cfg.word_dropout, cfg.phrasing_dropout),
+            ):
                 out = policy.evaluate(sub)
             group = None if groups is None else groups.advantages[rows][:, : sub.shape[1]]
             objective = compute_objective(out, sub, mask, cfg, group)
