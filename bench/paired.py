@@ -3,7 +3,10 @@ against a candidate change, both with ``--validation``): per (family, method) th
 of each with its 95 % t-interval, and the per-seed difference (candidate − base) with its interval;
 the warm starts likewise.
 
-    .venv/bin/python -m bench.paired bench/results/BASE.json bench/results/CANDIDATE.json
+    .venv/bin/python -m bench.paired --base bench/results/BASE.json [MORE_SEEDS.json ...]
+        --candidate bench/results/CANDIDATE.json [...]
+
+Several files on a side are one result (e.g. the same command run on seeds 0-4, then on 5-9).
 """
 
 from __future__ import annotations
@@ -42,12 +45,21 @@ def paired(base: dict[str, Any], candidate: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def merged(paths: list[Path]) -> dict[str, Any]:
+    """The runs and warm starts of several result files, as one document."""
+    documents = [json.loads(path.read_text()) for path in paths]
+    return {
+        "runs": [r for d in documents for r in d["runs"]],
+        "warm_starts": [w for d in documents for w in d["warm_starts"]],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("base", type=Path)
-    parser.add_argument("candidate", type=Path)
+    parser.add_argument("--base", type=Path, nargs="+", required=True)
+    parser.add_argument("--candidate", type=Path, nargs="+", required=True)
     args = parser.parse_args()
-    result = paired(json.loads(args.base.read_text()), json.loads(args.candidate.read_text()))
+    result = paired(merged(args.base), merged(args.candidate))
     for key, entry in result.items():
         print(
             f"{key} ({len(entry['seeds'])} seeds): base {fmt_interval(entry['base'])}; "
