@@ -77,10 +77,10 @@ def breakdown(episodes: dict[str, list[Episode]], fit: list[Task], vocab: set[st
             novel = "novel_word" if any(w not in fit_words for w in words) else "no_novel_word"
             by["words"][f"{unknown}/{novel}"].append(e)
         failed = [e for e in eps if not e.success]
-        first = Counter(e.first_wrong for e in failed)
-        first_by_kind: dict[str, dict[str, int]] = defaultdict(dict)
+        first = Counter(str(e.first_wrong) for e in failed)  # always set on a failed episode
+        first_by_kind: dict[str, Counter[str]] = defaultdict(Counter)
         for e in failed:
-            first_by_kind[e.task.kind][e.first_wrong] = first_by_kind[e.task.kind].get(e.first_wrong, 0) + 1
+            first_by_kind[e.task.kind][str(e.first_wrong)] += 1
         out[split] = {
             "episodes": len(eps),
             "success": _rate(eps),
@@ -155,7 +155,7 @@ def summarise(runs: list[dict]) -> dict[str, Any]:
     for stage in ("warm_start", "final"):
         entry: dict[str, Any] = {}
         for split in SPLIT_NAMES:
-            failed = Counter()
+            failed: Counter[str] = Counter()
             for r in runs:
                 failed.update(r["stages"][stage][split]["first_wrong"])
             total_failed = sum(failed.values())
