@@ -18,7 +18,7 @@ loss"), ``aride_pure`` (the loss as written: signed, unnormalised Retrace advant
 episodes of one task under one env seed; LoopConfig.group_size). MobileRL-style options on A-RIDE's
 defaults: ``aride_posreplay``, ``aride_curriculum``, ``aride_shortest``, all three ``aride_mobilerl``,
 and ``adagrpo`` (gigpo's group advantages plus the three); ``decoupled_ppo`` (AReaL). ``--learner KEY=VALUE`` overrides
-a LearnerConfig field for every method (tuning). ``--validation`` tunes without the test split:
+a LearnerConfig field for every method (tuning), ``--warm KEY=VALUE`` a WarmStartConfig field. ``--validation`` tunes without the test split:
 the ``*-train-0`` phrasing template of each task kind is held out of the train split and used as
 the "held-out" set.
 
@@ -28,7 +28,7 @@ pydantic are imported (no DuckDB, Prefect or MLflow), so it runs on a bare compu
 
     .venv/bin/python -m bench.learning_curve [--family general webshop] [--seeds 0 1 2]
         [--env-steps 8000] [--methods aride aride_pure digirl filtered_bc gigpo] [--jobs 1]
-        [--learner actor_lr=1e-3 ...] [--validation] [--eval-episodes 2] [--base MODEL_DIR]
+        [--learner actor_lr=1e-3 ...] [--warm phrasing_dropout=0.3 ...] [--validation] [--eval-episodes 2] [--base MODEL_DIR]
         [--out bench/results/learning_curve.json]
 """
 
@@ -144,7 +144,11 @@ def warm_start_job(family: str, seed: int, settings: dict, directory: str) -> di
     _quiet_worker()
     policy = Policy.create(policy_config(settings["base"], seed))
     warm = WarmStartConfig(
-        family=family, noise=settings["warm_start_noise"], updates=settings["warm_start_updates"], seed=seed
+        family=family,
+        noise=settings["warm_start_noise"],
+        updates=settings["warm_start_updates"],
+        seed=seed,
+        **settings["warm"],
     )
     train, held = splits(family, settings["validation"])
     demos = collect_demonstrations(warm, tasks=train)
@@ -301,6 +305,9 @@ def main() -> None:
     parser.add_argument("--warm-start-noise", type=float, default=0.3)
     parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, choices=sorted(METHODS))
     parser.add_argument("--learner", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--warm", nargs="*", default=[], metavar="KEY=VALUE", help="WarmStartConfig overrides"
+    )
     parser.add_argument("--validation", action="store_true", help="evaluate on a validation split of train")
     parser.add_argument("--no-timing", action="store_true", help="skip the learner-update timing (~20 s)")
     parser.add_argument(
@@ -310,8 +317,9 @@ def main() -> None:
     parser.add_argument("--out", default="bench/results/learning_curve.json")
     args = parser.parse_args()
     _quiet_worker()
-    settings = {**vars(args), "learner": parse_overrides(args.learner)}
+    settings = {**vars(args), "learner": parse_overrides(args.learner), "warm": parse_overrides(args.warm)}
     LearnerConfig(**settings["learner"])  # a bad override fails now, not in every worker
+    WarmStartConfig(**settings["warm"])
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="learning-curve-") as tmp:
         directory = {(f, s): str(Path(tmp) / f"{f}-{s}") for f in args.family for s in args.seeds}

@@ -160,6 +160,9 @@ class LearnerConfig:
     prompts); 0 disables it."""
     word_dropout: float = 0.1
     """The same for the other words; 0 disables it."""
+    phrasing_dropout: float = 0.1
+    """The same for the instruction's words that are not on the screen (its phrasing: verbs,
+    fillers), as the words of an unseen phrasing reach the model as unknown tokens."""
     weight_average_decay: float = 0.99
     """The learner publishes (and the local loop acts with and evaluates) an exponential moving
     average of its weights with this decay (~1/(1 − decay) updates), not the raw weights of the last
@@ -192,7 +195,8 @@ class LearnerConfig:
 
 
 _UNIT_INTERVAL = (
-    "gamma", "lam", "digirl_lam", "beta_start", "beta_end", "entity_dropout", "word_dropout", "clip_eps",
+    "gamma", "lam", "digirl_lam", "beta_start", "beta_end", "entity_dropout", "word_dropout",
+    "phrasing_dropout", "clip_eps",
 )  # fmt: skip
 _POSITIVE = ("actor_lr", "critic_lr", "rho_max", "c_max", "priority_eps", "proximal_weight_max")
 _NON_NEGATIVE = (

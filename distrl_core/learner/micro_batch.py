@@ -66,7 +66,7 @@ class MicroBatchLoss(nn.Module):
         autocast = torch.autocast(
             "cuda", dtype=torch.bfloat16, enabled=policy.device.type == "cuda" and cfg.mixed_precision
         )
-        with autocast, policy.with_word_dropout(cfg.entity_dropout, cfg.word_dropout):
+        with autocast, policy.with_word_dropout(cfg.entity_dropout, cfg.word_dropout, cfg.phrasing_dropout):
             out = policy.evaluate(sub)
         if group is None and algorithm_spec(cfg.algorithm).needs_proximal:
             group = out.logp.detach()

@@ -37,8 +37,9 @@ class WarmStartConfig:
     - ``updates``/``batch_size``/``lr``: SFT steps, trajectories per step, AdamW learning rate.
       The default budget is small on purpose (docs/performance.md has what it reaches).
     - ``successful_only``: train only on demonstrations that reached the goal.
-    - ``entity_dropout``/``word_dropout``: word dropout during SFT (see Policy.with_word_dropout);
-      what makes the warm start generalise to held-out apps, sites and phrasings.
+    - ``entity_dropout``/``word_dropout``/``phrasing_dropout``: word dropout during SFT (see
+      Policy.with_word_dropout); what makes the warm start generalise to held-out apps, sites
+      and phrasings.
     - ``seed``: demonstrations and batch order.
     - ``backbone_lr``/``micro_batch_size``/``max_micro_batch_tokens``: None picks them from the
       base (policy.defaults.training_defaults): the tiny default trains backbone and heads at
@@ -56,6 +57,7 @@ class WarmStartConfig:
     successful_only: bool = False
     entity_dropout: float = 0.5
     word_dropout: float = 0.1
+    phrasing_dropout: float = 0.1
     seed: int = 0
     backbone_lr: float | None = None
     micro_batch_size: int | None = None
@@ -105,7 +107,7 @@ def supervised_warm_start(
     micro = warm_start_micro_batching(policy, config)
     history = []
     policy.train()
-    with policy.with_word_dropout(config.entity_dropout, config.word_dropout):
+    with policy.with_word_dropout(config.entity_dropout, config.word_dropout, config.phrasing_dropout):
         for _ in range(config.updates):
             chosen = rng.sample(keys, min(config.batch_size, len(keys)))
             trajectories = [episodes[key] for key in chosen]

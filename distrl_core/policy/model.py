@@ -111,7 +111,8 @@ class Policy:
         self.model.to(self.device)
         self.heads.to(self.device)
         self.generator = torch.Generator().manual_seed(config.seed)
-        self.word_dropout: tuple[float, float] = (0.0, 0.0)  # (entity, other); see with_word_dropout
+        # (entity, other, phrasing) probabilities; see with_word_dropout
+        self.word_dropout: tuple[float, float, float] = (0.0, 0.0, 0.0)
         self._max_tokens = getattr(self._hf_config(), "max_position_embeddings", None)
         self.dropout_token_id = scoring.dropout_token_id(tokenizer)  # what word dropout feeds
         self._encode = functools.lru_cache(maxsize=1 << 16)(self._encode_uncached)
@@ -167,14 +168,20 @@ class Policy:
         return self.train(False)
 
     @contextlib.contextmanager
-    def with_word_dropout(self, entity: float, other: float = 0.0) -> Iterator[Policy]:
+    def with_word_dropout(
+        self, entity: float, other: float = 0.0, phrasing: float | None = None
+    ) -> Iterator[Policy]:
         """Within the block, training passes of a scoring policy replace words shared by the
         instruction and the screen with [UNK] (or a mask token, or nothing: see
-        ``scoring.dropout_token_id``) with probability ``entity`` (other words with
-        ``other``): a regulariser for supervised training. Never used when acting."""
-        if not (0.0 <= entity <= 1.0 and 0.0 <= other <= 1.0):
-            raise ValueError(f"word dropout probabilities must be in [0, 1], got {entity}, {other}")
-        previous, self.word_dropout = self.word_dropout, (entity, other)
+        ``scoring.dropout_token_id``) with probability ``entity``, the instruction's other words
+        (its phrasing) with ``phrasing`` (None: as ``other``), and every other word with
+        ``other``: a regulariser for supervised training. Never used when acting."""
+        phrasing = other if phrasing is None else phrasing
+        if not all(0.0 <= p <= 1.0 for p in (entity, other, phrasing)):
+            raise ValueError(
+                f"word dropout probabilities must be in [0, 1], got {entity}, {other}, {phrasing}"
+            )
+        previous, self.word_dropout = self.word_dropout, (entity, other, phrasing)
         try:
             yield self
         finally:

@@ -39,5 +39,6 @@ class ActingParts:
     # (instruction, ui_text, history) -> the scoring prompt with its candidates (cached by the policy)
     encode: Callable[[str, str, Sequence[str]], EncodedStep]
     processor: Any = None  # vision-language bases: their AutoProcessor
-    word_dropout: tuple[float, float] = (0.0, 0.0)  # (entity, other): see Policy.with_word_dropout
+    # (entity, other, phrasing) probabilities: see Policy.with_word_dropout
+    word_dropout: tuple[float, float, float] = (0.0, 0.0, 0.0)
     dropout_token_id: int | None = None  # what a dropped word becomes: see scoring.dropout_token_id

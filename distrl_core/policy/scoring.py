@@ -18,7 +18,7 @@ from distrl_core.envs.observation import Observation
 from distrl_core.policy.backbone import hf
 from distrl_core.policy.parts import ActingParts
 from distrl_core.policy.prompt import EncodedStep
-from distrl_core.policy.tokenizer import FLAG_INSTRUCTION_MATCHED, FLAG_MATCH
+from distrl_core.policy.tokenizer import FLAG_INSTRUCTION, FLAG_INSTRUCTION_MATCHED, FLAG_MATCH
 from distrl_core.policy.types import ActOutput, StepInput
 
 __all__ = ["ScoredSteps", "act_scoring", "dropout_token_id", "evaluate_scoring", "score_steps"]
@@ -65,13 +65,20 @@ def dropout_token_id(tokenizer) -> int | None:
 
 def _drop_mask(parts: ActingParts, ids: torch.Tensor, flags: torch.Tensor) -> torch.Tensor | None:
     """Training-time word dropout: words shared by the instruction and the screen (entities) are
-    dropped with probability ``entity``, other words with ``other``, so the model learns to ground
-    by the match flags rather than by memorising which entity goes with which words."""
-    entity, other = parts.word_dropout
-    if not parts.model.training or (entity <= 0 and other <= 0):
+    dropped with probability ``entity``, so the model learns to ground by the match flags rather
+    than by memorising which entity goes with which words; the instruction's other words (its
+    phrasing) with ``phrasing``, as an unseen phrasing's words reach the model as [UNK]; every
+    other word with ``other``."""
+    entity, other, phrasing = parts.word_dropout
+    if not parts.model.training or (entity <= 0 and other <= 0 and phrasing <= 0):
         return None
     shared = (flags == FLAG_MATCH) | (flags == FLAG_INSTRUCTION_MATCHED)
-    probability = torch.where(shared, torch.full_like(ids, 0, dtype=torch.float) + entity, other)
+    probability = torch.where(
+        flags == FLAG_INSTRUCTION,
+        torch.full_like(ids, 0, dtype=torch.float) + phrasing,
+        torch.full_like(ids, 0, dtype=torch.float) + other,
+    )
+    probability = torch.where(shared, torch.full_like(probability, entity), probability)
     return torch.rand(ids.shape, device=ids.device) < probability
 
 

@@ -59,3 +59,28 @@ def test_the_tiny_default_still_drops_to_its_unk(tokenizer, sim_rows):
     ids, _ = _inputs_seen(policy, sim_rows)
     seen = torch.cat([i.flatten() for i in ids])
     assert bool((seen == tokenizer.unk_token_id).any())
+
+
+def test_phrasing_dropout_drops_only_the_instructions_own_words(tokenizer):
+    """The phrasing probability applies to instruction words that are not on the screen (what an
+    unseen phrasing changes), the entity one to words shared with the screen, the other one to
+    the rest; without a phrasing probability the instruction's words follow the other one."""
+    from distrl_core.policy import scoring
+    from distrl_core.policy.tokenizer import FLAG_INSTRUCTION, FLAG_INSTRUCTION_MATCHED, FLAG_MATCH
+
+    policy = Policy.create(PolicyConfig(device="cpu"), tokenizer=tokenizer)
+    screen = '[0] TextView "Wi-Fi" (0,0,10,10)\n[1] Switch "Bluetooth" (0,10,10,20)'
+    step = policy.encode("Please switch Wi-Fi off now", screen)
+    ids, flags = torch.tensor([step.input_ids]), torch.tensor([step.flags])
+    policy.train()
+    phrasing = flags == FLAG_INSTRUCTION
+    shared = (flags == FLAG_MATCH) | (flags == FLAG_INSTRUCTION_MATCHED)
+    assert bool(phrasing.any()) and bool(shared.any()) and bool((~phrasing & ~shared).any())
+    with policy.with_word_dropout(0.0, 0.0, 1.0):
+        assert torch.equal(scoring._drop_mask(policy.parts(), ids, flags), phrasing)
+    with policy.with_word_dropout(1.0, 0.0, 0.0):
+        assert torch.equal(scoring._drop_mask(policy.parts(), ids, flags), shared)
+    with policy.with_word_dropout(0.0, 1.0):  # phrasing follows `other` when not given
+        assert bool(scoring._drop_mask(policy.parts(), ids, flags)[~shared].all())
+    with policy.with_word_dropout(0.0, 1.0, 0.0):
+        assert torch.equal(scoring._drop_mask(policy.parts(), ids, flags), ~phrasing & ~shared)
