@@ -187,6 +187,9 @@ class Catalog:
         self.newest: date | None = None  # newest `date=` partition seen; None until a scan saw one
         self.scans = 0
         self.last_since: date | None = None  # the last scan's bound (None: it listed everything)
+        # Shards a scan returned that nobody has handled yet (an ingest cut short by `max_shards` or
+        # an error): a later, bounded listing may no longer reach their partition.
+        self.pending: dict[str, ShardInfo] = {}
 
     def since(self) -> date | None:
         """The bound of the next scan: None (list everything) or the oldest partition it lists."""
@@ -203,10 +206,18 @@ class Catalog:
         newest = newest_partition(s.path for s in listed)
         if newest is not None and (self.newest is None or newest > self.newest):
             self.newest = newest
-        return [s for s in listed if s.path not in self.known]
+        new = {s.path: s for s in self.pending.values() if s.path not in self.known}
+        new.update((s.path, s) for s in listed if s.path not in self.known)
+        self.pending = new
+        return sorted(new.values(), key=lambda s: (s.mtime, s.path))
 
     def mark(self, path: str) -> None:
         self.known.add(path)
+        self.pending.pop(path, None)
+
+    def forget(self, path: str) -> None:
+        """Drop a shard that vanished before it was read; a later listing finds it if it comes back."""
+        self.pending.pop(path, None)
 
 
 def is_trajectory_path(store: Store, path: str) -> bool:

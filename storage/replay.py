@@ -159,7 +159,8 @@ class Replay:
             for shard in self.catalog.scan()[:max_shards]:
                 table, bad = try_read_shard(self.store, shard.path, mode="move")
                 if bad is not None and bad.transient:
-                    continue  # not marked: the next scan lists it again (or no longer)
+                    self.catalog.forget(shard.path)  # not marked: a later scan lists it again (or no longer)
+                    continue
                 if bad is not None:
                     self.con.execute(
                         "INSERT OR REPLACE INTO shards (path, status, reason) VALUES (?, 'quarantined', ?)",

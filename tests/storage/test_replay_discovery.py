@@ -108,6 +108,15 @@ def test_periodic_full_scans_and_a_future_dated_partition(local_store: Store) ->
     replay.close()
 
 
+def test_shards_an_ingest_left_for_later_are_not_lost_to_a_bounded_scan(local_store: Store) -> None:
+    written = _history(local_store, days=6, pools=("a",), per_day=2)
+    replay = _replay(local_store)
+    assert replay.ingest(max_shards=3).shards == 3  # the oldest three; the rest wait for the next ingest
+    assert replay.ingest().shards == written - 3
+    assert replay.catalog.last_since == TODAY - timedelta(days=1) and replay.episodes == written
+    replay.close()
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [("discovery_slack_days", -1), ("discovery_full_scan_every", -2), ("ingest_batch_shards", 0)],
