@@ -23,11 +23,13 @@ class Tally:
     requests: int = 0
     bytes_in: int = 0  # request bodies (uploads)
     bytes_out: int = 0  # response bodies (downloads, listings)
+    keys: int = 0  # object keys in LIST responses
 
-    def add(self, bytes_in: int, bytes_out: int) -> None:
+    def add(self, bytes_in: int, bytes_out: int, keys: int = 0) -> None:
         self.requests += 1
         self.bytes_in += bytes_in
         self.bytes_out += bytes_out
+        self.keys += keys
 
 
 @dataclass
@@ -53,7 +55,8 @@ class S3Counter:
             if close is not None:
                 close()
         with self.lock:
-            self.counts.setdefault((self.phase, kind), Tally()).add(int(length), sum(map(len, chunks)))
+            keys = b"".join(chunks).count(b"<Key>") if kind == "LIST" else 0
+            self.counts.setdefault((self.phase, kind), Tally()).add(int(length), sum(map(len, chunks)), keys)
             if kind in ("PUT", "POST"):
                 self.prefixes[(self.phase, prefix)] = self.prefixes.get((self.phase, prefix), 0) + 1
         return chunks

@@ -1,7 +1,10 @@
 """Shard discovery and safe reading: find shards not seen before, read them, set bad ones aside.
 
 The catalog is the set of shard paths already handled. Each `scan()` lists the store and returns
-only new shards. A shard that cannot be read, or whose schema or version is foreign, is moved to
+only new shards. The first scan of a catalog lists the whole `trajectories/` tree; later scans list
+only the `date=` partitions from (the newest partition seen, capped at today UTC) minus
+`slack_days` on, so a scan's cost follows the recent days' shards, not the store's whole history
+(see `list_shards`). A shard that cannot be read, or whose schema or version is foreign, is moved to
 `<store>/quarantine/` (mode "move", the learner) or only recorded (mode "record", read-only
 readers such as `distrl sql`), logged once, and never raised: one bad file must not stop ingestion.
 """
@@ -9,8 +12,10 @@ readers such as `distrl sql`), logged once, and never raised: one bad file must 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 
 import pyarrow as pa
@@ -39,15 +44,24 @@ class BadShard:
     transient: bool = False  # listed but not found when opened: look again at the next scan
 
 
-def list_shards(store: Store) -> list[ShardInfo]:
-    """Every complete shard under `trajectories/`, oldest first (temp files are hidden and skipped)."""
+_DATE_DIR = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
+_DATE_IN_PATH = re.compile(r"/date=(\d{4}-\d{2}-\d{2})/")
+
+
+def list_shards(store: Store, since: date | None = None) -> list[ShardInfo]:
+    """Complete shards under `trajectories/`, oldest first (temp files are hidden and skipped).
+
+    With `since`, folders `date=D` with D before `since` are not listed at all (nor anything under
+    them): the walk lists `trajectories/`, each `pool=` folder (one LIST page holds ~3 years of date
+    folders) and the date folders from `since` on. Anything not in a `date=` folder is always listed.
+    """
     root = store.trajectories
     # s3fs caches listings: without this a learner that listed a date folder once never sees the
     # shards written into it later (measured: stuck at 238 of 18,000 steps in a `distrl up` run).
     store.fs.invalidate_cache()  # the whole cache: a path argument drops only that level, not its folders
     if not store.fs.exists(root):
         return []
-    found = store.fs.find(root, detail=True)
+    found = store.fs.find(root, detail=True) if since is None else _walk_since(store, root, since)
     shards = []
     for path, info in found.items():
         name = path.rsplit("/", 1)[-1]
@@ -56,6 +70,36 @@ def list_shards(store: Store) -> list[ShardInfo]:
         shards.append(ShardInfo(path=path, size=int(info.get("size") or 0), mtime=_mtime(info)))
     shards.sort(key=lambda s: (s.mtime, s.path))
     return shards
+
+
+def _walk_since(store: Store, folder: str, since: date) -> dict[str, dict]:
+    found: dict[str, dict] = {}
+    for info in store.fs.ls(folder, detail=True):
+        path = info["name"].rstrip("/")
+        if path == folder.rstrip("/"):
+            continue
+        if info.get("type") != "directory":
+            found[path] = info
+            continue
+        day = _day(_DATE_DIR.match(path.rsplit("/", 1)[-1]))
+        if day is not None and day < since:
+            continue  # a partition older than the bound: not listed
+        found.update(_walk_since(store, path, since) if day is None else store.fs.find(path, detail=True))
+    return found
+
+
+def _day(match: re.Match[str] | None) -> date | None:
+    if match is None:
+        return None
+    try:
+        return date.fromisoformat(match.group(1))
+    except ValueError:
+        return None
+
+
+def newest_partition(paths: Iterable[str]) -> date | None:
+    """The newest `date=` partition among shard paths (None when none has one)."""
+    return max((d for d in (_day(_DATE_IN_PATH.search(p)) for p in paths) if d is not None), default=None)
 
 
 def _mtime(info: dict) -> float:
@@ -120,18 +164,60 @@ def try_read_shard(
 
 
 class Catalog:
-    """In-memory set of handled shard paths, with an optional persisted copy (see `storage.replay`)."""
+    """In-memory set of handled shard paths, with an optional persisted copy (see `storage.replay`).
 
-    def __init__(self, store: Store, known: Iterable[str] = ()) -> None:
+    Which partitions a scan lists: the first scan (and every `full_scan_every`-th, if > 0) lists
+    everything; any other lists the `date=` partitions on or after `min(newest, today UTC) -
+    slack_days`, where `newest` is the newest partition any earlier scan saw. Collectors name the
+    partition by their UTC clock when they write, so the slack covers a shard that lands in
+    yesterday's partition after today's appeared (a writer whose flush spanned midnight, a clock
+    a little behind). A shard written into a partition older than the slack after the bound has
+    passed it is found only by the next full scan: the next process's first scan, or the periodic
+    one. Capping `newest` at today keeps a collector whose clock runs ahead (a partition dated in the
+    future) from moving the bound past the partitions that others are still writing.
+    """
+
+    def __init__(
+        self, store: Store, known: Iterable[str] = (), *, slack_days: int = 1, full_scan_every: int = 0
+    ) -> None:
         self.store = store
         self.known: set[str] = set(known)
+        self.slack_days = slack_days
+        self.full_scan_every = full_scan_every
+        self.newest: date | None = None  # newest `date=` partition seen; None until a scan saw one
+        self.scans = 0
+        self.last_since: date | None = None  # the last scan's bound (None: it listed everything)
+        # Shards a scan returned that nobody has handled yet (an ingest cut short by `max_shards` or
+        # an error): a later, bounded listing may no longer reach their partition.
+        self.pending: dict[str, ShardInfo] = {}
+
+    def since(self) -> date | None:
+        """The bound of the next scan: None (list everything) or the oldest partition it lists."""
+        periodic = self.full_scan_every > 0 and self.scans % self.full_scan_every == 0
+        if self.newest is None or periodic:
+            return None
+        return min(self.newest, datetime.now(UTC).date()) - timedelta(days=self.slack_days)
 
     def scan(self) -> list[ShardInfo]:
         """Shards not yet handled, oldest first."""
-        return [s for s in list_shards(self.store) if s.path not in self.known]
+        self.last_since = self.since()
+        listed = list_shards(self.store, self.last_since)
+        self.scans += 1
+        newest = newest_partition(s.path for s in listed)
+        if newest is not None and (self.newest is None or newest > self.newest):
+            self.newest = newest
+        new = {s.path: s for s in self.pending.values() if s.path not in self.known}
+        new.update((s.path, s) for s in listed if s.path not in self.known)
+        self.pending = new
+        return sorted(new.values(), key=lambda s: (s.mtime, s.path))
 
     def mark(self, path: str) -> None:
         self.known.add(path)
+        self.pending.pop(path, None)
+
+    def forget(self, path: str) -> None:
+        """Drop a shard that vanished before it was read; a later listing finds it if it comes back."""
+        self.pending.pop(path, None)
 
 
 def is_trajectory_path(store: Store, path: str) -> bool:

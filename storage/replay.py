@@ -25,7 +25,7 @@ from storage.rate_limiter import ReplayNotReady, SampleToInsertRatio
 from storage.replay_config import ReplaySettings
 from storage.replay_sample import SampleBatch, draw_batch
 from storage.replay_snapshot import read_priority_snapshot, write_priority_snapshot
-from storage.schema import STEP_SCHEMA
+from storage.schema import STEP_SCHEMA, conform
 from storage.store import REPLAY_STATE_DIR, Store, redact
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,7 @@ __all__ = ["IngestReport", "Replay", "ReplayNotReady", "SampleBatch"]
 @dataclass(frozen=True)
 class IngestReport:
     shards: int = 0
+    transactions: int = 0  # DuckDB transactions the shards went in (one per batch)
     quarantined: int = 0
     episodes: int = 0
     steps: int = 0
@@ -58,7 +59,10 @@ class Replay:
         )
         self.con.unregister("step_schema")
         self.catalog = Catalog(
-            store, known=(row[0] for row in self.con.execute("SELECT path FROM shards").fetchall())
+            store,
+            known=(row[0] for row in self.con.execute("SELECT path FROM shards").fetchall()),
+            slack_days=self.config.discovery_slack_days,
+            full_scan_every=self.config.discovery_full_scan_every,
         )
         self._load_meta()
         self.limiter = SampleToInsertRatio(
@@ -87,7 +91,8 @@ class Replay:
             self.con.execute("SELECT coalesce(sum(n_steps), 0) FROM episodes").fetchall()[0][0]
         )
 
-    def _save_meta(self) -> None:
+    def _save_meta(self, **pending: float) -> None:
+        """Write the counters; `pending` gives values that take effect when the caller's transaction commits."""
         values = {
             "next_slot": self.next_slot,
             "first_slot": self.first_slot,
@@ -95,7 +100,7 @@ class Replay:
             "max_priority": self.max_priority,
             "inserted_steps": self.limiter.inserted,
             "sampled_steps": self.limiter.sampled,
-        }
+        } | pending
         self.con.executemany("INSERT OR REPLACE INTO replay_meta VALUES (?, ?)", list(values.items()))
 
     def _params(self, **extra: object) -> dict[str, object]:
@@ -126,13 +131,20 @@ class Replay:
 
     # ----- ingestion ----------------------------------------------------------------------------
     def ingest(self, max_shards: int | None = None) -> IngestReport:
-        """Ingest shards not seen before; bad shards are quarantined and never stop ingestion."""
+        """Ingest shards not seen before; bad shards are quarantined and never stop ingestion.
+
+        Good shards go in batches of `ingest_batch_shards`, one DuckDB transaction each, which also
+        records the batch's shards and the replay's counters: after a crash a shard is either in the
+        replay and recorded as ingested, or neither (then the next scan lists it again).
+        """
         totals = dict.fromkeys(IngestReport.__dataclass_fields__, 0)
         with self._lock:
+            batch: list[tuple[str, pa.Table]] = []
             for shard in self.catalog.scan()[:max_shards]:
                 table, bad = try_read_shard(self.store, shard.path, mode="move")
                 if bad is not None and bad.transient:
-                    continue  # not marked: the next scan lists it again (or no longer)
+                    self.catalog.forget(shard.path)  # not marked: a later scan lists it again (or no longer)
+                    continue
                 if bad is not None:
                     self.con.execute(
                         "INSERT OR REPLACE INTO shards (path, status, reason) VALUES (?, 'quarantined', ?)",
@@ -141,26 +153,44 @@ class Replay:
                     self.catalog.mark(shard.path)
                     totals["quarantined"] += 1
                     continue
-                added, skipped, steps = self._insert_shard(shard.path, table)
-                self.catalog.mark(shard.path)
-                totals["shards"] += 1
-                totals["episodes"] += added
-                totals["skipped_episodes"] += skipped
-                totals["steps"] += steps
+                assert table is not None
+                batch.append((shard.path, table))
+                if len(batch) >= self.config.ingest_batch_shards:
+                    self._ingest_batch(batch, totals)
+                    batch = []
+            if batch:
+                self._ingest_batch(batch, totals)
             if totals["episodes"]:
                 totals["evicted_episodes"] = self._evict()
             self._save_meta()
         return IngestReport(**totals)
 
-    def _insert_shard(self, path: str, table: pa.Table) -> tuple[int, int, int]:
-        all_episodes = len(pc.unique(table.column("episode_id")))
+    def _ingest_batch(self, batch: list[tuple[str, pa.Table]], totals: dict[str, int]) -> None:
+        added, skipped, steps = self._insert_batch(batch)
+        for path, _ in batch:
+            self.catalog.mark(path)
+        totals["shards"] += len(batch)
+        totals["transactions"] += 1
+        totals["episodes"] += added
+        totals["skipped_episodes"] += skipped
+        totals["steps"] += steps
+
+    def _insert_batch(self, batch: list[tuple[str, pa.Table]]) -> tuple[int, int, int]:
+        tables = [conform(table) for _, table in batch]  # one column order, so that they concatenate
+        all_episodes = sum(len(pc.unique(t.column("episode_id"))) for t in tables)
+        table = pa.concat_tables(tables)
         if not self.config.keep_screenshots:
             table = table.set_column(
                 table.schema.get_field_index("screenshot_png"),
                 "screenshot_png",
                 pa.nulls(table.num_rows, pa.binary()),
             )
-        self.con.register("shard_steps", table.append_column("__row", pa.array(np.arange(table.num_rows))))
+        rows = [t.num_rows for t in tables]
+        table = table.append_column("__row", pa.array(np.arange(table.num_rows))).append_column(
+            "__shard", pa.array(np.repeat(np.arange(len(tables)), rows))
+        )
+        paths = [path for path, _ in batch]
+        self.con.register("shard_steps", table)
         try:
             self.con.execute("BEGIN")
             new = sql.query(
@@ -168,39 +198,48 @@ class Replay:
             ).to_arrow_table()
             n = new.num_rows
             slots = np.arange(self.next_slot, self.next_slot + n, dtype=np.int64)
-            priorities = np.array(
-                [self._restored.pop(e, self.max_priority) for e in new.column("episode_id").to_pylist()],
-                dtype=np.float64,
+            ids = new.column("episode_id").to_pylist()
+            priorities = np.array([self._restored.get(e, self.max_priority) for e in ids], dtype=np.float64)
+            where = new.column("__shard").to_numpy()
+            new = (
+                new.append_column("slot", pa.array(slots))
+                .append_column("priority", pa.array(priorities))
+                .append_column("shard", pa.array([paths[i] for i in where], pa.string()))
             )
-            new = new.append_column("slot", pa.array(slots)).append_column("priority", pa.array(priorities))
             self.con.register("new_items", new)
             self.con.execute(
-                """INSERT INTO episodes SELECT slot, episode_id, $shard, n_steps, policy_version, success,
-                   task_id, task_family, pool FROM new_items""",
-                {"shard": path},
+                """INSERT INTO episodes SELECT slot, episode_id, shard, n_steps, policy_version, success,
+                   task_id, task_family, pool FROM new_items"""
             )
             self.con.execute(
-                "INSERT INTO steps SELECT s.* EXCLUDE (__row), n.slot FROM shard_steps s JOIN new_items n USING (episode_id)"
+                "INSERT INTO steps SELECT s.* EXCLUDE (__row, __shard), n.slot "
+                "FROM shard_steps s JOIN new_items n USING (episode_id, __shard)"
             )
             if n:
                 sql.run_script(self.con, sql.INSERT_ITEMS, self._params(S=self.config.super_size))
+                self._rebuild_supers(self._supers_of(slots))
             steps = int(pc.sum(new.column("n_steps")).as_py() or 0)
+            per_shard = np.bincount(where, minlength=len(batch)) if n else np.zeros(len(batch), np.int64)
+            self.con.register("batch_shards", pa.table({"path": paths, "rows": rows, "episodes": per_shard}))
             self.con.execute(
-                "INSERT OR REPLACE INTO shards (path, status, rows, episodes) VALUES (?, 'ingested', ?, ?)",
-                [path, table.num_rows, n],
+                "INSERT OR REPLACE INTO shards (path, status, rows, episodes) "
+                "SELECT path, 'ingested', rows, episodes FROM batch_shards"
             )
+            # The counters commit with the rows they count: a restart from a file database that
+            # kept this batch must not hand its slots out again.
+            self._save_meta(next_slot=self.next_slot + n, inserted_steps=self.limiter.inserted + steps)
             self.con.execute("COMMIT")
         except Exception:
             self.con.execute("ROLLBACK")
             raise
         finally:
-            self.con.unregister("shard_steps")
-            self.con.unregister("new_items")
+            for name in ("shard_steps", "new_items", "batch_shards"):
+                self.con.unregister(name)
         self.next_slot += n
         self.size_steps += steps
         self.limiter.record_insert(steps)
-        if n:
-            self._rebuild_supers(self._supers_of(slots))
+        for episode_id in ids:
+            self._restored.pop(episode_id, None)
         return n, all_episodes - n, steps
 
     def _evict(self) -> int:

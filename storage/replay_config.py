@@ -51,6 +51,17 @@ class ReplaySettings(BaseSettings):
     """Copy screenshots into the replay (needed by vision policies; costs disk)."""
     duckdb_threads: int = 2
     """Threads DuckDB may use for replay queries."""
+    ingest_batch_shards: int = 16
+    """Shards ingested per DuckDB transaction (each shard is in the replay, and recorded, with its whole
+    batch or not at all). Larger batches ingest more shards per second; a batch's shards are in
+    memory together, decoded (this many times a shard's size, screenshots included)."""
+    discovery_slack_days: int = 1
+    """After the first scan, a scan lists only the `date=` partitions from the newest one seen (at most
+    today, UTC) minus this many days; a shard written later than that into an older partition is found
+    by the next full scan (the next learner process's first scan, or `discovery_full_scan_every`)."""
+    discovery_full_scan_every: int = 0
+    """Every N-th scan lists the store's whole history again (finds shards written more than
+    `discovery_slack_days` late); 0: only a process's first scan does."""
 
     @model_validator(mode="after")
     def _checked(self) -> ReplaySettings:
@@ -91,6 +102,9 @@ class ReplaySettings(BaseSettings):
             ),
             ("checkpoint_every_updates", self.checkpoint_every_updates >= 1, "must be >= 1"),
             ("duckdb_threads", self.duckdb_threads >= 1, "must be >= 1 (DuckDB needs at least one thread)"),
+            ("ingest_batch_shards", self.ingest_batch_shards >= 1, "must be >= 1"),
+            ("discovery_slack_days", self.discovery_slack_days >= 0, "must be >= 0"),
+            ("discovery_full_scan_every", self.discovery_full_scan_every >= 0, "must be >= 0 (0: never)"),
             (
                 "learner_id",
                 self.learner_id.replace("_", "").replace("-", "").isalnum(),

@@ -171,14 +171,18 @@ SELECT slot FROM flat_items WHERE w > 0 ORDER BY -ln(1 - random()) / w LIMIT $n
 
 # The trainable episodes of a registered shard (`shard_steps`, with its row number `__row`) that are
 # not in the replay yet, one row each, in the shard's order.
+# `shard_steps` (registered Arrow): a batch of shards' rows, `__shard` its shard's place in the batch
+# and `__row` its place in the whole batch. An episode found in several shards of a batch is taken
+# from the first of them where it qualifies, as ingesting the shards one by one would.
 NEW_EPISODES = """
-SELECT episode_id, count(*)::INTEGER AS n_steps, min(policy_version) AS policy_version,
+SELECT episode_id, __shard, count(*)::INTEGER AS n_steps, min(policy_version) AS policy_version,
        bool_or(episode_success) AS success, any_value(task_id) AS task_id,
        any_value(task_family) AS task_family, any_value(pool) AS pool, min(__row) AS first_row
 FROM shard_steps
-GROUP BY episode_id
+GROUP BY episode_id, __shard
 HAVING bool_and(episode_status = 'ok') AND min(policy_version) >= $version_cutoff
    AND episode_id NOT IN (SELECT episode_id FROM episodes)
+QUALIFY row_number() OVER (PARTITION BY episode_id ORDER BY __shard) = 1
 ORDER BY first_row
 """
 

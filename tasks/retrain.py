@@ -104,7 +104,9 @@ class WindowCatalog(Catalog):
     """
 
     def __init__(self, base: Catalog, window: DayWindow) -> None:
-        super().__init__(base.store, base.known)
+        super().__init__(
+            base.store, base.known, slack_days=base.slack_days, full_scan_every=base.full_scan_every
+        )
         self.window = window
         self.outside: set[str] = set()
         self.undated: set[str] = set()
