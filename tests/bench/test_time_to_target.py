@@ -84,3 +84,13 @@ def test_parts_made_with_other_settings_are_named_and_left_out(tmp_path, capsys)
     assert sorted((r["seed"], r["mode"]) for r in runs) == [(0, "async"), (0, "sync")]
     assert "general-seed1-sync.json: made with other settings (minutes)" in capsys.readouterr().out
     assert load_parts(tmp_path, settings | {"family": "webshop"}) == []
+
+
+def test_the_geometric_speedup_is_the_mean_of_logs_mapped_back():
+    from bench.time_to_target import geometric_interval
+
+    summary = geometric_interval([2.0, 8.0])
+    assert summary["mean"] == pytest.approx(4.0)
+    low, high = summary["ci95"]
+    assert low < 4.0 < high and low * high == pytest.approx(16.0)  # symmetric on the log scale
+    assert geometric_interval([3.0])["ci95"] is None
