@@ -160,9 +160,10 @@ class LearnerConfig:
     prompts); 0 disables it."""
     word_dropout: float = 0.1
     """The same for the other words; 0 disables it."""
-    phrasing_dropout: float = 0.1
+    phrasing_dropout: float | None = None
     """The same for the instruction's words that are not on the screen (its phrasing: verbs,
-    fillers), as the words of an unseen phrasing reach the model as unknown tokens."""
+    fillers), as the words of an unseen phrasing reach the model as unknown tokens; None: as
+    ``word_dropout`` (so ``word_dropout=0`` still turns all word dropout off)."""
     weight_average_decay: float = 0.99
     """The learner publishes (and the local loop acts with and evaluates) an exponential moving
     average of its weights with this decay (~1/(1 − decay) updates), not the raw weights of the last
@@ -229,6 +230,9 @@ def _of_kind(f: Field[Any], value: Any) -> tuple[bool, str]:
     integer = isinstance(value, int) and not isinstance(value, bool)
     if f.name == "max_policy_lag":
         return value is None or integer, "an integer or null"
+    if f.name == "phrasing_dropout":
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        return value is None or (number and math.isfinite(value)), "a finite number or null"
     return integer, "an integer"
 
 
@@ -245,7 +249,7 @@ def _interval_problems(config: LearnerConfig) -> list[str]:
     problems = [
         f"{name} must be in [0, 1], got {value}"
         for name in _UNIT_INTERVAL
-        if not 0.0 <= (value := getattr(config, name)) <= 1.0
+        if (value := getattr(config, name)) is not None and not 0.0 <= value <= 1.0
     ]
     if not 0.0 <= config.weight_average_decay < 1.0:
         problems.append(

@@ -57,7 +57,7 @@ class WarmStartConfig:
     successful_only: bool = False
     entity_dropout: float = 0.5
     word_dropout: float = 0.1
-    phrasing_dropout: float = 0.1
+    phrasing_dropout: float | None = None  # None: as word_dropout
     seed: int = 0
     backbone_lr: float | None = None
     micro_batch_size: int | None = None
