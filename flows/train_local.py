@@ -83,7 +83,12 @@ class TrainLocalParams(BaseModel):
     )
     store_uri: str | None = Field(None, description="Trajectory store (default: DISTRL_STORE_URI).")
     warm_start_updates: int = Field(
-        60, ge=0, le=MAX_UPDATES, description="SFT updates of the warm start (when no version exists)."
+        300,
+        ge=0,
+        le=MAX_UPDATES,
+        description="SFT updates of the warm start (when no version exists). 300 fit the longest plan "
+        "(set_alarm's editor), which 60 left unsolved and RL never discovered (docs/performance.md); "
+        "a pretrained base on a CPU needs far fewer (e.g. 4).",
     )
     warm_start_noise: float = Field(
         0.3, ge=0, le=1, description="Noise of the scripted expert's demonstrations."
