@@ -15,7 +15,7 @@ warm start and the trained policy are inspected, so the table shows what RL clos
 not. Writes bench/results/generalisation_gap.json.
 
     .venv/bin/python -m bench.generalisation_gap [--seeds 0 1 2] [--env-steps 6000]
-        [--warm-start-updates 60] [--episodes 2] [--learner KEY=VALUE ...] [--warm KEY=VALUE ...]
+        [--warm-start-updates 300] [--episodes 2] [--learner KEY=VALUE ...] [--warm KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ def main() -> None:
     parser.add_argument("--family", default="general", choices=["general", "webshop"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--env-steps", type=int, default=6000, help="environment-step budget of A-RIDE")
-    parser.add_argument("--warm-start-updates", type=int, default=60, help="the demo's 60 SFT updates")
+    parser.add_argument("--warm-start-updates", type=int, default=300, help="the demo's 300 SFT updates")
     parser.add_argument("--warm-start-noise", type=float, default=0.3)
     parser.add_argument("--episodes", type=int, default=2, help="inspected greedy episodes per task")
     parser.add_argument("--learner", nargs="*", default=[], metavar="KEY=VALUE")
