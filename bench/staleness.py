@@ -21,12 +21,12 @@ the mean over seeds with its 95 % t-interval, and decoupled PPO − A-RIDE paire
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import tempfile
 import time
 from pathlib import Path
 
+from bench._common import write_result
 from bench._stats import fmt_interval, t_interval
 from bench.learning_curve import METHODS, method_job, parse_overrides, run_jobs, warm_start_job
 from distrl_core.learner import LearnerConfig
@@ -115,9 +115,7 @@ def main() -> None:
         "warm_starts": warm,
         "runs": runs,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(document, indent=2))
+    out = write_result(args.out, document)
     for key, entry in summary.items():
         print(f"\n{key}: final held-out success, mean of the last 3 evaluations")
         for method in args.methods:

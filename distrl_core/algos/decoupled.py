@@ -20,10 +20,10 @@ from typing import NamedTuple
 
 import torch
 
-from distrl_core.algos.losses import entropy_and_penalty
+from distrl_core.algos.group import clipped_surrogate
+from distrl_core.algos.losses import check_loss_coefficients, entropy_and_penalty
 from distrl_core.algos.masking import (
     as_step_mask,
-    check_non_negative,
     check_probability,
     check_same_shape,
     masked_mean,
@@ -69,12 +69,7 @@ def decoupled_ppo_loss(
     check_probability("clip_eps", clip_eps)
     if not weight_max > 0:
         raise ValueError(f"weight_max={weight_max} must be > 0 (the truncation of π_prox/μ)")
-    for name, coef in (
-        ("entropy_coef", entropy_coef),
-        ("invalid_penalty", invalid_penalty),
-        ("repeat_penalty", repeat_penalty),
-    ):
-        check_non_negative(name, coef)
+    check_loss_coefficients(entropy_coef, invalid_penalty, repeat_penalty)
     real = as_step_mask(mask, shape)
     logp = zero_padding(logp_pi, real)
     prox = zero_padding(logp_prox.detach().to(logp.dtype), real)
@@ -83,9 +78,8 @@ def decoupled_ppo_loss(
     weight = behaviour.clamp(max=weight_max)  # 1 at padding
     ratio = torch.exp((logp - prox).clamp(-max_log_ratio, max_log_ratio))  # (B, T) π_θ/π_prox
     adv = zero_padding(advantages.detach().to(logp.dtype), real)
-    unclipped = ratio * adv
-    clipped = ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv
-    pg = -masked_mean(weight * torch.minimum(unclipped, clipped), real)
+    surrogate, clipped_smaller = clipped_surrogate(ratio, adv, clip_eps)
+    pg = -masked_mean(weight * surrogate, real)
     mean_entropy, penalty = entropy_and_penalty(
         logp_pi, logp, real, entropy, invalid, repeat, invalid_penalty, repeat_penalty
     )
@@ -95,7 +89,7 @@ def decoupled_ppo_loss(
         policy_gradient=pg.detach(),
         entropy=mean_entropy.detach(),
         penalty=penalty.detach(),
-        clip_fraction=masked_mean((clipped.detach() < unclipped.detach()).to(dtype), real),
+        clip_fraction=masked_mean(clipped_smaller.to(dtype), real),
         behaviour_weight_mean=masked_mean(weight, real),
         truncated_fraction=masked_mean((behaviour > weight_max).to(dtype), real),
     )

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import torch
 
-from distrl_core.algos.losses import entropy_and_penalty
+from distrl_core.algos.losses import check_loss_coefficients, entropy_and_penalty
 from distrl_core.algos.masking import (
     as_step_mask,
     check_non_negative,
@@ -136,6 +136,18 @@ def gigpo_advantages(
     return GroupAdvantages(advantages, episode, step, returns, singletons)
 
 
+def clipped_surrogate(
+    ratio: torch.Tensor,  # (B, T) π/μ (or π_θ/π_prox), with gradient
+    advantages: torch.Tensor,  # (B, T) detached
+    clip_eps: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, T) PPO's min(r·A, clip(r, 1 − ε, 1 + ε)·A), and (B, T) bool where the clipped term was
+    the smaller one (for the clip fraction)."""
+    unclipped = ratio * advantages
+    clipped = ratio.clamp(1 - clip_eps, 1 + clip_eps) * advantages
+    return torch.minimum(unclipped, clipped), clipped.detach() < unclipped.detach()
+
+
 def clipped_policy_loss(
     logp_pi: torch.Tensor,  # (B, T) log π(a_t|s_t), with gradient
     logp_mu: torch.Tensor,  # (B, T) log μ(a_t|s_t) of the policy that acted
@@ -159,12 +171,7 @@ def clipped_policy_loss(
     """
     shape = check_same_shape(logp_pi=logp_pi, logp_mu=logp_mu, advantages=advantages)
     check_probability("clip_eps", clip_eps)
-    for name, coef in (
-        ("entropy_coef", entropy_coef),
-        ("invalid_penalty", invalid_penalty),
-        ("repeat_penalty", repeat_penalty),
-    ):
-        check_non_negative(name, coef)
+    check_loss_coefficients(entropy_coef, invalid_penalty, repeat_penalty)
     real = as_step_mask(mask, shape)
     logp = zero_padding(logp_pi, real)
     log_ratio = (logp - zero_padding(logp_mu.detach().to(logp.dtype), real)).clamp(
@@ -172,12 +179,11 @@ def clipped_policy_loss(
     )
     ratio = torch.exp(log_ratio)  # 1 at padding
     adv = zero_padding(advantages.detach().to(logp.dtype), real)
-    unclipped = ratio * adv
-    clipped = ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv
-    pg = -masked_mean(torch.minimum(unclipped, clipped), real)
+    surrogate, clipped_smaller = clipped_surrogate(ratio, adv, clip_eps)
+    pg = -masked_mean(surrogate, real)
     mean_entropy, penalty = entropy_and_penalty(
         logp_pi, logp, real, entropy, invalid, repeat, invalid_penalty, repeat_penalty
     )
-    clip_fraction = masked_mean((clipped.detach() < unclipped.detach()).to(logp.dtype), real)
+    clip_fraction = masked_mean(clipped_smaller.to(logp.dtype), real)
     loss = pg - entropy_coef * mean_entropy + penalty
     return ClippedLoss(loss, pg.detach(), mean_entropy.detach(), penalty.detach(), clip_fraction)

@@ -44,6 +44,16 @@ def flag_mean(flags: torch.Tensor | None, logp: torch.Tensor, real: torch.Tensor
     return torch.where(flagged, logp, zero).sum() / real.sum().clamp(min=1).to(logp.dtype)
 
 
+def check_loss_coefficients(entropy_coef: float, invalid_penalty: float, repeat_penalty: float) -> None:
+    """The entropy bonus's and the penalties' weights, shared by every policy loss, are >= 0."""
+    for name, coef in (
+        ("entropy_coef", entropy_coef),
+        ("invalid_penalty", invalid_penalty),
+        ("repeat_penalty", repeat_penalty),
+    ):
+        check_non_negative(name, coef)
+
+
 def entropy_and_penalty(
     logp_pi: torch.Tensor,  # (B, T) the policy's log-probs, for the shapes
     logp: torch.Tensor,  # (B, T) the same with the padding zeroed
@@ -93,12 +103,7 @@ def policy_loss(
         raise ValueError(
             f"logp_pi {tuple(logp_pi.shape)} and advantages {tuple(advantages.shape)} must match"
         )
-    for name, coef in (
-        ("entropy_coef", entropy_coef),
-        ("invalid_penalty", invalid_penalty),
-        ("repeat_penalty", repeat_penalty),
-    ):
-        check_non_negative(name, coef)
+    check_loss_coefficients(entropy_coef, invalid_penalty, repeat_penalty)
     real = as_step_mask(mask, logp_pi.shape)
     # Zero the padding before multiplying: a NaN there times a zero gradient would still be NaN.
     logp = zero_padding(logp_pi, real)
