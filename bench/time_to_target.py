@@ -8,8 +8,8 @@ learner; ``sync`` makes every collector finish its batch before the learner trai
 
 While it trains, the continuous evaluator (flows/evaluator.py, the same role as in a deployment)
 scores versions on the held-out split (greedy, ``--eval-episodes-per-task`` episodes per task):
-every version when it keeps up, else the newest. It runs in the same process as collectors and
-learner, in both modes alike. A version's time is when the learner published it (its
+every version when it keeps up, else the newest. It runs in a child process at niceness 19 (or,
+with ``--evaluator-thread``, in a thread of the training process), in both modes alike. A version's time is when the learner published it (its
 `seconds_since_learner_start` tag), so the evaluation's own lag is not counted against a mode.
 
 - Smoothing: a mode's level at a version is the mean held-out success of its last 3 evaluated
@@ -69,8 +69,10 @@ LAST_K = 3  # versions in the smoothed level
 # Settings a part must share with the invocation to be merged into its report.
 PART_KEYS = (
     "family", "minutes", "collectors", "step_latency", "task_sigma", "batch_size", "updates_per_block",
-    "publish_every", "min_size_steps", "warm_start_updates", "eval_episodes_per_task",
+    "publish_every", "min_size_steps", "warm_start_updates", "eval_episodes_per_task", "evaluator_thread",
 )  # fmt: skip
+# Parts saved before a setting existed ran with its old behaviour: the evaluator was a thread.
+PART_DEFAULTS = {"evaluator_thread": True}
 
 
 def run_one(seed: int, mode: str, settings: dict, root: str) -> dict:
@@ -94,7 +96,14 @@ def run_one(seed: int, mode: str, settings: dict, root: str) -> dict:
     protocol = EvaluatorParams(
         family=args.family, episodes_per_task=args.eval_episodes_per_task, poll_seconds=1.0
     )
-    params = params.model_copy(update={"family": args.family, "evaluate": True, "evaluator": protocol})
+    params = params.model_copy(
+        update={
+            "family": args.family,
+            "evaluate": True,
+            "evaluator": protocol,
+            "evaluator_process": not args.evaluator_thread,
+        }
+    )
     started, cpu_started = time.monotonic(), time.process_time()
     result = train_local(params, show_progress=False)
     wall, cpu = time.monotonic() - started, time.process_time() - cpu_started
@@ -230,6 +239,7 @@ def load_parts(parts: Path, settings: dict) -> list[dict]:
     runs = []
     for path in sorted(parts.glob(f"{settings['family']}-seed*-*.json")):
         part = json.loads(path.read_text())
+        part["settings"] = PART_DEFAULTS | part["settings"]
         if part["settings"] != wanted:
             differing = sorted(k for k in wanted if part["settings"].get(k) != wanted[k])
             print(f"skipping {path}: made with other settings ({', '.join(differing)})")
@@ -267,6 +277,11 @@ def main() -> None:
     add_pipeline_arguments(parser, minutes=6.0, warm_start_updates=40)
     parser.add_argument(
         "--eval-episodes-per-task", type=int, default=3, help="the evaluator's greedy episodes per task"
+    )
+    parser.add_argument(
+        "--evaluator-thread",
+        action="store_true",
+        help="score in a thread of the training process (before 2026-12-02 the only way) instead of a child process",
     )
     parser.add_argument("--target", type=float, default=None, help="fixed target (default: sync's final)")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once, in separate processes")

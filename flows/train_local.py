@@ -18,9 +18,8 @@ from pydantic import BaseModel, Field
 from distrl_core.learner.evaluation import IN_DISTRIBUTION_SEED
 from distrl_core.learner.warm_start import WarmStartConfig
 from flows.collect import collect
-from flows.evaluator import evaluator
+from flows.embedded_evaluator import start_embedded_evaluator
 from flows.learn import learn
-from flows.processes import lower_thread_priority
 from storage.registry import PolicyRegistry
 from storage.replay_config import ReplaySettings
 from tasks.bounds import MAX_MINUTES, MAX_SECONDS, MAX_SEED, MAX_THREADS, MAX_UPDATES, Family
@@ -110,13 +109,19 @@ class TrainLocalParams(BaseModel):
         description="The continuous evaluator's protocol (None: the held-out split of `family`, 3 episodes "
         "per task, the fixed evaluation seed).",
     )
+    evaluator_process: bool = Field(
+        True,
+        description="Run the continuous evaluator in a child process (False: a thread of this process). "
+        "A thread shares the interpreter lock with the learner and the collectors, so scoring slowed "
+        "training whatever its niceness; a process at `evaluator_nice` scores with the CPU they leave, "
+        "as a deployment's evaluator on its own work pool does.",
+    )
     evaluator_nice: int = Field(
         19,
         ge=0,
         le=19,
-        description="Niceness of the evaluator's thread (Linux; 0: as the rest): it shares this process "
-        "and the machine's cores with collectors and the learner, and scores with the CPU they leave, "
-        "so that scoring never slows training (a deployment's evaluator has a work pool of its own).",
+        description="Niceness of the evaluator's process or thread (Linux; 0: as the rest): it shares "
+        "the machine's cores with collectors and the learner, and scores with the CPU they leave.",
     )
     seed: int = Field(
         0,
@@ -178,7 +183,13 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
     run = StopToken()
     monitor = ProgressMonitor(run, enabled=show_progress)
     started = time.monotonic()
-    scores = _ContinuousEvaluation(params, run.id) if params.evaluate else None
+    scores = (
+        start_embedded_evaluator(
+            protocol, run.id, nice=params.evaluator_nice, in_process=not params.evaluator_process
+        )
+        if params.evaluate
+        else None
+    )
     try:
         with monitor:
             run_phase = _run_sync if params.sync else _run_async
@@ -200,33 +211,6 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
         "heldout_curve": _heldout_curve(registry, final, params) if params.evaluate and final != warm else [],
         **outcome,
     }
-
-
-class _ContinuousEvaluation:
-    """The `evaluator` flow in a thread of this process, following the run's registry."""
-
-    def __init__(self, params: TrainLocalParams, stop_id: str) -> None:
-        self.result: dict[str, Any] = {}
-        evaluator_params = _evaluator_params(params)
-        self.thread = threading.Thread(
-            target=self._run,
-            args=(evaluator_params, stop_id, params.evaluator_nice),
-            name="evaluator",
-            daemon=True,
-        )
-        self.thread.start()
-
-    def _run(self, params: EvaluatorParams, stop_id: str, nice: int) -> None:
-        lower_thread_priority(nice)  # before any thread of its own starts: they inherit it
-        try:
-            self.result["summary"] = evaluator(params, stop_id)
-        except Exception as exc:  # the run goes on without its curve; say why at the end
-            log.warning("the continuous evaluator failed: %s", exc)
-            self.result["error"] = str(exc)
-
-    def finish(self) -> dict[str, Any]:
-        self.thread.join()
-        return self.result
 
 
 def _evaluator_params(params: TrainLocalParams) -> EvaluatorParams:

@@ -94,3 +94,14 @@ def test_the_geometric_speedup_is_the_mean_of_logs_mapped_back():
     low, high = summary["ci95"]
     assert low < 4.0 < high and low * high == pytest.approx(16.0)  # symmetric on the log scale
     assert geometric_interval([3.0])["ci95"] is None
+
+
+def test_parts_saved_before_the_evaluator_setting_count_as_the_thread_evaluator(tmp_path):
+    settings = {k: 1 for k in PART_KEYS} | {"family": "general", "evaluator_thread": True}
+    save_part(tmp_path, settings, _run(0, "sync", [(0, 0.2)]))
+    path = tmp_path / "general-seed0-sync.json"
+    part = json.loads(path.read_text())
+    del part["settings"]["evaluator_thread"]  # as written before the setting existed
+    path.write_text(json.dumps(part))
+    assert [r["seed"] for r in load_parts(tmp_path, settings)] == [0]
+    assert load_parts(tmp_path, settings | {"evaluator_thread": False}) == []

@@ -94,3 +94,41 @@ def _drain() -> dict:
         return dict(evaluator(PARAMS, token.id))
     finally:
         token.close()
+
+
+@pytest.mark.slow
+def test_the_embedded_evaluator_process_scores_at_low_priority_and_stops_when_asked(
+    embedded_home: Path,
+) -> None:
+    """train_local's default: the evaluator flow in a child process (no interpreter lock shared
+    with the learner) at niceness 19, on this process's Prefect API, registry and store."""
+    import psutil
+
+    from flows.embedded_evaluator import EvaluatorProcess
+
+    warm = warm_start_policy.fn(WarmStartConfig(family="general", updates=2))
+    registry = PolicyRegistry()
+    before = psutil.Process().nice()
+    scorer = EvaluatorProcess(PARAMS, nice=19)
+    try:
+        child = psutil.Process(scorer.process.pid)
+        assert child.ppid() == psutil.Process().pid
+        deadline = time.monotonic() + 120  # it lowers itself first thing after the interpreter starts
+        while child.nice() != 19 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert child.nice() == 19 and psutil.Process().nice() == before  # only the child is lowered
+        _wait_scored(registry, warm)  # it reached the registry and the Prefect API of this test
+    finally:
+        result = scorer.finish(timeout_s=300)
+    assert result["summary"]["scored"] == [warm], result
+    assert not scorer.process.is_alive() and scorer.process.exitcode == 0
+
+
+def test_an_embedded_evaluator_process_that_dies_is_reported_not_awaited(embedded_home: Path) -> None:
+    from flows.embedded_evaluator import EvaluatorProcess
+
+    scorer = EvaluatorProcess(PARAMS, nice=0)
+    scorer.process.kill()
+    result = scorer.finish(timeout_s=60)
+    assert "exited with code" in result["error"] or "no summary" in result["error"], result
+    assert not scorer.process.is_alive()
