@@ -132,7 +132,12 @@ def _child(params: dict[str, Any], api_url: str | None, nice: int, stop: Event, 
 
     configure_threads("evaluator")
     token = StopToken()
-    threading.Thread(target=lambda: (stop.wait(), token.set()), name="stop-watch", daemon=True).start()
+
+    def stop_when_asked() -> None:
+        stop.wait()
+        token.set()
+
+    threading.Thread(target=stop_when_asked, name="stop-watch", daemon=True).start()
     try:
         summary = evaluator(EvaluatorParams.model_validate(params), token.id)
         sender.send({"summary": summary})
