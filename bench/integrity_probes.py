@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]  # the checkout: its CLI, not an installed copy
 
 
 def flip_byte(path: Path, from_end: int = 16) -> None:

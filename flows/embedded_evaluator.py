@@ -11,20 +11,27 @@ address is known only to this process).
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import multiprocessing
 import os
+import pickle
+import shutil
 import signal
+import subprocess
+import sys
+import tempfile
 import threading
-from multiprocessing.connection import Connection
-from multiprocessing.synchronize import Event
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 from flows.processes import die_with_parent, lower_thread_priority
 from tasks.evaluator import EvaluatorParams
-from tasks.stop import StopToken, signalled
+from tasks.stop import signalled
 
 log = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parents[1]  # the child imports this checkout, whatever its cwd
 
 # How long `finish` waits for the child's last evaluation (it scores the newest version, then stops).
 FINISH_TIMEOUT_S = 900.0
@@ -33,9 +40,8 @@ FINISH_TIMEOUT_S = 900.0
 def start_embedded_evaluator(
     params: EvaluatorParams, stop_id: str, *, nice: int, in_process: bool
 ) -> EvaluatorThread | EvaluatorProcess:
-    """The evaluator in a child process (`in_process=False`), else in a thread stopped by `stop_id`.
-    A daemonic process cannot have children, so there it falls back to the thread."""
-    if not in_process and not multiprocessing.current_process().daemon:
+    """The evaluator in a child process (`in_process=False`), else in a thread stopped by `stop_id`."""
+    if not in_process:
         return EvaluatorProcess(params, nice=nice)
     return EvaluatorThread(params, stop_id, nice=nice)
 
@@ -67,45 +73,63 @@ class EvaluatorThread:
 
 
 class EvaluatorProcess:
-    """The `evaluator` flow in a spawned child at niceness `nice`; `finish` asks it to score the
-    newest version and stop, and returns its summary ({"error": ...} when it failed)."""
+    """`python -m flows.evaluator_child` at niceness `nice`, killed by the kernel if this process
+    dies; `finish` asks it to score the newest version and stop, and returns its summary
+    ({"error": ...} when it failed)."""
 
     def __init__(self, params: EvaluatorParams, *, nice: int) -> None:
-        context = multiprocessing.get_context("spawn")  # no forked copy of the learner's threads
-        self._stop = context.Event()
-        self._results, sender = context.Pipe(duplex=False)
-        self.process = context.Process(
-            target=_child,
-            args=(params.model_dump(mode="json"), _prefect_api_url(), nice, self._stop, sender),
-            name="distrl-evaluator",
-            daemon=True,  # ended with this process if it exits without `finish`
+        self._folder = Path(tempfile.mkdtemp(prefix="distrl-evaluator-"))
+        self._result = self._folder / "summary.pickle"
+        env = dict(os.environ)
+        # Read by Prefect when the child imports it: an embedded server's address is known only here.
+        env["PREFECT_API_URL"] = _prefect_api_url()
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        argv = [sys.executable, "-m", "flows.evaluator_child", params.model_dump_json(), str(self._result)]
+        self.process = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, env=env, preexec_fn=partial(_as_evaluator_child, nice)
         )
-        self.process.start()
-        sender.close()  # the child holds the only sending end: a dead child reads as EOF
 
     def finish(self, timeout_s: float = FINISH_TIMEOUT_S) -> dict[str, Any]:
-        self._stop.set()
-        if signalled():  # SIGTERM or Ctrl-C: the child stops at once, without a last evaluation
-            self.process.terminate()
-            self.process.join(timeout=30)
-            return {}
-        result: dict[str, Any] = {"error": f"the evaluator process gave no summary within {timeout_s:.0f} s"}
         try:
-            if self._results.poll(timeout_s):
-                result = self._results.recv()
-        except (EOFError, OSError):
-            self.process.join(timeout=30)
-            result = {"error": f"the evaluator process exited with code {self.process.exitcode}"}
-        self.process.join(timeout=30)
-        if self.process.is_alive():
-            self.process.terminate()
-            self.process.join(timeout=30)
+            if signalled():  # SIGTERM or Ctrl-C: the child stops at once, without a last evaluation
+                self.process.terminate()
+                self.process.wait(timeout=30)
+                return {}
+            return self._last_summary(timeout_s)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+            shutil.rmtree(self._folder, ignore_errors=True)
+
+    def _last_summary(self, timeout_s: float) -> dict[str, Any]:
+        with contextlib.suppress(OSError):  # already gone: nothing to tell it
+            assert self.process.stdin is not None
+            self.process.stdin.close()  # end of input: score the newest version, then stop
+        try:
+            self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            result = {"error": f"the evaluator process gave no summary within {timeout_s:.0f} s"}
+        else:
+            if self._result.exists():
+                result = pickle.loads(self._result.read_bytes())
+            else:
+                result = {"error": f"the evaluator process exited with code {self.process.returncode}"}
         if "error" in result:
             log.warning("the continuous evaluator failed: %s", result["error"])
         return result
 
 
-def _prefect_api_url() -> str | None:
+def _as_evaluator_child(nice: int) -> None:
+    """`preexec_fn`: SIGKILL when this process dies, not SIGTERM (on SIGTERM Prefect would first
+    fail the flow run through an API that is dying too, and the client's retries would keep the
+    child alive for minutes; nothing in it needs saving), then the lower priority."""
+    die_with_parent(signal.SIGKILL)
+    if nice > 0:
+        os.nice(nice)
+
+
+def _prefect_api_url() -> str:
     """The API this process talks to: the configured one, else its embedded (ephemeral) server."""
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL
@@ -115,33 +139,3 @@ def _prefect_api_url() -> str | None:
         return configured
     with get_client(sync_client=True) as client:  # starts nothing: the run's server is up already
         return str(client.api_url)
-
-
-def _child(params: dict[str, Any], api_url: str | None, nice: int, stop: Event, sender: Connection) -> None:
-    die_with_parent()
-    if nice > 0:
-        os.nice(max(0, nice - os.nice(0)))
-    if api_url:  # before Prefect reads its settings
-        os.environ["PREFECT_API_URL"] = api_url
-    # Ctrl-C reaches the whole process group: the parent decides (it terminates this process).
-    # SIGTERM keeps its default (Prefect's handler, during the flow run): a dying parent's
-    # SIGTERM (die_with_parent) ends this process at once, mid-evaluation or not.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from distrl_core.policy.defaults import configure_threads
-    from flows.evaluator import evaluator
-
-    configure_threads("evaluator")
-    token = StopToken()
-
-    def stop_when_asked() -> None:
-        stop.wait()
-        token.set()
-
-    threading.Thread(target=stop_when_asked, name="stop-watch", daemon=True).start()
-    try:
-        summary = evaluator(EvaluatorParams.model_validate(params), token.id)
-        sender.send({"summary": summary})
-    except Exception as exc:
-        sender.send({"error": f"{type(exc).__name__}: {exc}"})
-    finally:
-        sender.close()

@@ -126,19 +126,20 @@ def as_user(user: str | None) -> dict[str, Any]:
 _PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent() -> None:
-    """`preexec_fn` of a child server: the kernel sends it SIGTERM when its parent dies, even by
-    kill -9 (Linux; elsewhere a no-op), so no server outlives the process that needs it.
+def die_with_parent(signum: int = signal.SIGTERM) -> None:
+    """`preexec_fn` of a child server: the kernel sends it `signum` when its parent dies, even by
+    kill -9 (Linux; elsewhere a no-op), so no server outlives the process that needs it. SIGKILL
+    for a child whose SIGTERM handling would first talk to servers that are dying with the parent.
 
     Runs in the child between fork and exec: no locks, no logging."""
     parent = os.getppid()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        libc.prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
     except (OSError, AttributeError):
         return
     if os.getppid() != parent:  # the parent died before prctl took effect
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signum)
 
 
 def wait_until(
