@@ -1,12 +1,12 @@
 """The continuous evaluator of an embedded run (`train_local`): a child process, or a thread.
 
 A thread of the training process shares its interpreter lock with the learner and the collectors,
-so its niceness does little: measured in a 30-minute asynchronous run, a niceness-19 evaluator
-thread still took 225 s of CPU while the learner's thread got 396 s. A child process at that
+so its niceness does little: 15 minutes into a 30-minute asynchronous run, a niceness-19 evaluator
+thread had taken 225 s of CPU and the learner's thread 396 s. A child process at that
 niceness only gets the CPU the training process leaves, as a deployment's evaluator on its own
-work pool does, and it reaches the same Prefect API, MLflow registry and store (their addresses
-are in the environment it inherits; the Prefect API's is passed on, since an embedded server's
-address is known only to this process).
+work pool does. It reaches the same Prefect API, MLflow registry and store: their addresses are
+in the environment it inherits, the Prefect API's added, since an embedded server's address is
+known only to this process.
 """
 
 from __future__ import annotations
