@@ -163,6 +163,11 @@ def try_read_shard(
         return None, quarantine(store, path, reason, mode)
 
 
+def today_utc() -> date:
+    """The date partitions are named by (UTC), read once per scan; tests pin it across midnight."""
+    return datetime.now(UTC).date()
+
+
 class Catalog:
     """In-memory set of handled shard paths, with an optional persisted copy (see `storage.replay`).
 
@@ -196,7 +201,7 @@ class Catalog:
         periodic = self.full_scan_every > 0 and self.scans % self.full_scan_every == 0
         if self.newest is None or periodic:
             return None
-        return min(self.newest, datetime.now(UTC).date()) - timedelta(days=self.slack_days)
+        return min(self.newest, today_utc()) - timedelta(days=self.slack_days)
 
     def scan(self) -> list[ShardInfo]:
         """Shards not yet handled, oldest first."""

@@ -24,6 +24,12 @@ from storage.synthetic import synthetic_episode
 TODAY = datetime.now(UTC).date()
 
 
+@pytest.fixture(autouse=True)
+def _same_day(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The catalog's today is this module's TODAY, also when a test runs past midnight UTC."""
+    monkeypatch.setattr("storage.catalog.today_utc", lambda: TODAY)
+
+
 def _put(store: Store, pool: str, day: date, seed: int) -> str:
     """One single-episode shard in `pool=<pool>/date=<day>/`, as a collector writes it."""
     sink = io.BytesIO()
