@@ -44,8 +44,7 @@ class BadShard:
     transient: bool = False  # listed but not found when opened: look again at the next scan
 
 
-_DATE_DIR = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
-_DATE_IN_PATH = re.compile(r"/date=(\d{4}-\d{2}-\d{2})/")
+_DATE_PARTITION = re.compile(r"(?:^|/)date=(\d{4}-\d{2}-\d{2})(?:/|$)")
 
 
 def list_shards(store: Store, since: date | None = None) -> list[ShardInfo]:
@@ -81,25 +80,27 @@ def _walk_since(store: Store, folder: str, since: date) -> dict[str, dict]:
         if info.get("type") != "directory":
             found[path] = info
             continue
-        day = _day(_DATE_DIR.match(path.rsplit("/", 1)[-1]))
+        day = partition_day(path.rsplit("/", 1)[-1])
         if day is not None and day < since:
             continue  # a partition older than the bound: not listed
         found.update(_walk_since(store, path, since) if day is None else store.fs.find(path, detail=True))
     return found
 
 
-def _day(match: re.Match[str] | None) -> date | None:
-    if match is None:
+def partition_day(path: str) -> date | None:
+    """The `date=` partition of a shard path, or None when it has none (or an invalid date)."""
+    found = _DATE_PARTITION.search(path)
+    if found is None:
         return None
     try:
-        return date.fromisoformat(match.group(1))
+        return date.fromisoformat(found.group(1))
     except ValueError:
         return None
 
 
 def newest_partition(paths: Iterable[str]) -> date | None:
     """The newest `date=` partition among shard paths (None when none has one)."""
-    return max((d for d in (_day(_DATE_IN_PATH.search(p)) for p in paths) if d is not None), default=None)
+    return max((d for d in (partition_day(p) for p in paths) if d is not None), default=None)
 
 
 def _mtime(info: dict) -> float:

@@ -15,7 +15,6 @@ evaluating reuse the learner's and the evaluation's tasks:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
@@ -24,7 +23,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from distrl_core.learner.config import LearnerConfig
-from storage.catalog import Catalog, ShardInfo
+from storage.catalog import Catalog, ShardInfo, partition_day
 from storage.registry import CHAMPION, LATEST, PolicyRegistry
 from storage.replay_config import ReplaySettings
 from storage.secrets import redact
@@ -41,7 +40,6 @@ RETRAIN_REPLAY_DEFAULTS: dict[str, Any] = {
     "samples_per_insert": None,
     "db_path": ":memory:",
 }
-_DATE_PARTITION = re.compile(r"(?:^|/)date=(\d{4}-\d{2}-\d{2})(?:/|$)")
 
 
 class RetrainDataError(RuntimeError):
@@ -67,17 +65,6 @@ class DayWindow:
 
     def __str__(self) -> str:
         return f"{self.first.isoformat()}..{self.last.isoformat()}"
-
-
-def partition_day(path: str) -> date | None:
-    """The `date=` partition of a shard path, or None when it has none (or an invalid date)."""
-    found = _DATE_PARTITION.search(path)
-    if found is None:
-        return None
-    try:
-        return date.fromisoformat(found.group(1))
-    except ValueError:
-        return None
 
 
 def replay_settings(overrides: dict[str, Any]) -> ReplaySettings:
