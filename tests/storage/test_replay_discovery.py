@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bench.s3_counter import counting_s3
+from storage import catalog
 from storage.replay import Replay
 from storage.replay_config import ReplaySettings
 from storage.shards import shard_dir
@@ -27,7 +28,7 @@ TODAY = datetime.now(UTC).date()
 @pytest.fixture(autouse=True)
 def _same_day(monkeypatch: pytest.MonkeyPatch) -> None:
     """The catalog's today is this module's TODAY, also when a test runs past midnight UTC."""
-    monkeypatch.setattr("storage.catalog.today_utc", lambda: TODAY)
+    monkeypatch.setattr(catalog, "today_utc", lambda: TODAY)
 
 
 def _put(store: Store, pool: str, day: date, seed: int) -> str:
