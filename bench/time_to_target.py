@@ -258,7 +258,8 @@ def run_all(settings: dict, root: Path, parts: Path) -> None:
         if (seed, mode) not in done
     ]
     for seed, mode in sorted(done):
-        print(f"seed {seed} {mode}: already in {parts}, not run again")
+        if seed in settings["seeds"]:
+            print(f"seed {seed} {mode}: already in {parts}, not run again")
     if settings["jobs"] <= 1:
         for job in jobs:
             save_part(parts, settings, run_one(*job))
