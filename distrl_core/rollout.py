@@ -103,12 +103,14 @@ class RolloutResult:
     """``rows``: step rows, plus one ``env_error`` row (step 0, no action) for each episode that
     failed before its first step (reset or first step), so every attempted episode reaches the store. ``dropped_envs``: devices
     taken out after ``max_reset_failures`` failed resets in a row; ``unattempted``: tasks left over
-    when no environment remained."""
+    when no environment remained. ``abandoned``: episodes cut off unfinished because ``stop`` said
+    so (none of their steps is in ``rows``); tasks not yet started then are not counted anywhere."""
 
     rows: list[dict[str, Any]]
     episodes: list[EpisodeSummary]
     dropped_envs: list[str] = field(default_factory=list)
     unattempted: int = 0
+    abandoned: int = 0
 
     @property
     def success_rate(self) -> float:
@@ -339,6 +341,7 @@ def run_episodes(
     *,
     envs: Sequence[Environment] | None = None,
     reset_seeds: Sequence[int] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> RolloutResult:
     """One episode per task (tasks may repeat). ``actor`` is a policy (``act(observations)``) or a
     function ``(envs, observations) -> outputs`` (e.g. the scripted expert, which reads the device).
@@ -348,7 +351,9 @@ def run_episodes(
     environment that raises during reset or step ends that episode with status "env_error" and
     the rollout goes on with the next task; the actor's own errors propagate. ``reset_seeds``: one
     environment seed per task (e.g. the same for a group of episodes that must start alike); by
-    default each episode's seed is drawn from ``config.seed``.
+    default each episode's seed is drawn from ``config.seed``. ``stop``: asked before every step;
+    when it answers True the rollout returns at once with the episodes finished so far, and the
+    unfinished ones are dropped whole (a partial episode would teach the learner a false ending).
 
     Example::
 
@@ -370,6 +375,9 @@ def run_episodes(
     for slot in range(len(rollout.envs)):
         rollout.start(slot)
     while rollout.active:
+        if stop is not None and stop():
+            log.info("stopping mid-rollout: %d unfinished episodes dropped", len(rollout.active))
+            return RolloutResult(rollout.rows, rollout.episodes, rollout.dropped, 0, len(rollout.active))
         rollout.step_all(act)
     unattempted = len(queue) - rollout.attempted
     if unattempted:

@@ -19,6 +19,7 @@ from tasks.collector import (
     close_collector,
     collect_episodes,
     flush_shard,
+    interrupt_waits_on,
     load_policy_version,
     open_collector,
     poll_policy_version,
@@ -92,6 +93,9 @@ def collect(params: CollectorParams | None = None, stop_token: str | None = None
         params={k: v for k, v in params.model_dump().items() if k != "store_uri"},
     )
     deadline = None if params.max_minutes is None else time.monotonic() + 60 * params.max_minutes
+    session.should_stop = lambda: should_stop(stop_token, deadline)  # checked between steps too
+    if run is not None:
+        interrupt_waits_on(session, run.event)
     progress = BoundedProgress(
         "collector",
         params.max_episodes,
@@ -137,17 +141,19 @@ def collect(params: CollectorParams | None = None, stop_token: str | None = None
             lambda: session.registry.client.set_terminated(run_id), "closing the collector's MLflow run"
         )
     logger.info(
-        "collector stopped: %d episodes, %d succeeded (%.1f%%), %d steps",
+        "collector stopped: %d episodes, %d succeeded (%.1f%%), %d steps; %d unfinished dropped",
         session.episodes,
         session.successes,
         100 * session.successes / max(1, session.episodes),
         session.steps,
+        session.abandoned,
     )
     return {
         "episodes": session.episodes,
         "steps": session.steps,
         "successes": session.successes,
         "broken": session.broken,
+        "abandoned": session.abandoned,
     }
 
 

@@ -337,6 +337,13 @@ def _collector_thread(
             stop.event.wait(backoff_s * attempt)
 
 
+def _end_episodes_at(collectors: list[CollectorSession], deadline: float) -> None:
+    """The last round ends with the budget, its unfinished episodes dropped, as an async collector
+    ends on the stop token: a round under the heavy tail can otherwise run minutes past it."""
+    for collector in collectors:
+        collector.should_stop = lambda: time.monotonic() >= deadline
+
+
 def _run_sync(params: TrainLocalParams, learner_params: LearnerParams, run: StopToken) -> dict[str, Any]:
     """Barrier rounds: all collectors run a batch, then the learner trains while they wait."""
     collectors = [open_collector(_collector_params(params, i)) for i in range(params.collectors)]
@@ -345,6 +352,7 @@ def _run_sync(params: TrainLocalParams, learner_params: LearnerParams, run: Stop
     for session in (*collectors, learner):
         run.attach(session)
     deadline = time.monotonic() + 60 * params.minutes
+    _end_episodes_at(collectors, deadline)
     rounds, waiting_s = 0, 0.0
 
     def collector_round(collector: CollectorSession, version: int) -> None:

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, assert_never
 
 from prefect import get_run_logger, task
@@ -25,7 +27,7 @@ from pydantic import BaseModel, Field
 from distrl_core.envs.factory import make_env
 from distrl_core.envs.kinds import EnvKind
 from distrl_core.envs.protocol import Environment
-from distrl_core.envs.sim_env import SimDroidEnvConfig
+from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
 from distrl_core.envs.simdroid.device import SimDroidConfig
 from distrl_core.envs.simdroid.faults import FaultConfig
 from distrl_core.envs.simdroid.tasks import load_tasks
@@ -145,6 +147,10 @@ class CollectorSession:
         self.started = time.monotonic()
         self.recent: deque[bool] = deque(maxlen=ROLLING_EPISODES)  # last outcomes
         self.mlflow_run_id: str | None = None  # the collector's MLflow run (metrics per batch), if any
+        # Asked before every environment step (the flow sets it from its stop token and deadline):
+        # a stopping collector drops its unfinished episodes instead of running the batch out.
+        self.should_stop: Callable[[], bool] = lambda: False
+        self.abandoned = 0  # episodes cut off unfinished by a stop (never stored)
 
     @property
     def rolling_success(self) -> float:
@@ -216,6 +222,14 @@ def _env_config(params: CollectorParams, seed: int, serial: str) -> SimDroidEnvC
     return SimDroidEnvConfig(device=device, screenshots=False, ui_xml=False, seed=seed, serial=serial)
 
 
+def interrupt_waits_on(session: CollectorSession, event: threading.Event) -> None:
+    """Let `event` cut the simulated emulator waits of the session's environments short, so a
+    stopping embedded run does not sit out a simulated hang (real devices have no such wait)."""
+    for env in session.envs:
+        if isinstance(env, SimDroidEnv):
+            env.device.faults.interrupt = event
+
+
 def poll_policy_version(session: CollectorSession) -> int | None:
     """The version the followed alias points at now (one cheap registry call).
 
@@ -261,13 +275,16 @@ def _collect_run_name() -> str:
 def collect_episodes(
     session: CollectorSession, batches: int, stop_token: str | None = None
 ) -> dict[str, float]:
-    """`batches` batches with the current policy, as the task run's name says (fewer only when an
-    embedded run's stop token is set); a version published meanwhile is swapped in by the flow
-    after this task run. One log line and one MLflow metrics row per batch."""
+    """`batches` batches with the current policy, as the task run's name says (fewer only when the
+    session is told to stop, which also ends the batch running then); a version published
+    meanwhile is swapped in by the flow after this task run. One log line and one MLflow metrics
+    row per batch."""
     logger = get_run_logger()
-    totals = dict.fromkeys(("episodes", "successes", "steps", "broken_episodes", "seconds", "batches"), 0.0)
+    totals = dict.fromkeys(
+        ("episodes", "successes", "steps", "broken_episodes", "abandoned_episodes", "seconds", "batches"), 0.0
+    )
     for i in range(batches):
-        if i and should_stop(stop_token, None):
+        if i and (should_stop(stop_token, None) or session.should_stop()):
             break
         stats = run_batch(session)
         for key in totals.keys() - {"batches"}:
@@ -312,7 +329,7 @@ def run_batch(session: CollectorSession) -> dict[str, float]:
         policy_version=session.version,
     )
     started = time.perf_counter()
-    result = run_episodes(session.policy, batch_tasks, config, envs=session.envs)
+    result = run_episodes(session.policy, batch_tasks, config, envs=session.envs, stop=session.should_stop)
     seconds = time.perf_counter() - started
     by_episode: dict[str, list[dict]] = {}
     for row in result.rows:
@@ -324,12 +341,14 @@ def run_batch(session: CollectorSession) -> dict[str, float]:
     session.steps += result.num_steps
     session.successes += sum(e.success for e in result.episodes)
     session.broken += broken
+    session.abandoned += result.abandoned
     session.recent.extend(bool(e.success) for e in result.episodes)
     return {
         "episodes": len(result.episodes),
         "successes": sum(e.success for e in result.episodes),
         "steps": result.num_steps,
         "broken_episodes": broken,
+        "abandoned_episodes": result.abandoned,
         "seconds": seconds,
         "policy_version": session.version,
         "mean_step_latency_ms": sum(r["step_latency_ms"] for r in result.rows) / max(1, result.num_steps),

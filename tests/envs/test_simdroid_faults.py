@@ -128,3 +128,17 @@ def test_fault_sequences_are_seeded() -> None:
 def test_fault_config_errors_name_the_field(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         FaultConfig(**kwargs)
+
+
+def test_an_interrupt_cuts_a_sleeping_latency_short():
+    import threading
+
+    # A 10-minute median wait: without the interrupt the thread would still be asleep at the join.
+    model = FaultModel(FaultConfig(seed=0, latency="emulator", latency_scale_s=600.0, latency_mode="sleep"))
+    model.interrupt = threading.Event()
+    waited: list[float] = []
+    sleeper = threading.Thread(target=lambda: waited.append(model.apply_latency()), daemon=True)
+    sleeper.start()
+    model.interrupt.set()
+    sleeper.join(timeout=30)
+    assert not sleeper.is_alive() and waited and waited[0] > 60  # the drawn latency, not the time slept

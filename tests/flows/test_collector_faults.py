@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 
 from distrl_core.policy import save_policy
@@ -60,3 +61,46 @@ def test_env_failure_mid_episode_is_recorded_and_not_trained_on(embedded_home: P
     assert report.episodes == 7 and report.skipped_episodes == 1
     assert not broken & {e for (e,) in replay.con.execute("SELECT episode_id FROM episodes").fetchall()}
     replay.close()
+
+
+def test_a_stopped_collector_ends_mid_batch_and_stores_only_whole_episodes(embedded_home: Path) -> None:
+    import threading
+
+    from flows.collect import collect
+    from tasks.collector import CollectorSession
+    from tasks.stop import StopToken
+
+    _publish_untrained_policy()
+    # Slow emulators: one batch of 8 episodes at a 3 s median step takes minutes, so a collector
+    # that only looked at its stop token between batches would still be running at the join.
+    params = CollectorParams(
+        num_envs=2, episodes_per_batch=8, family="general", step_latency_s=3.0, flush_seconds=0
+    )
+    token, results = StopToken(), {}
+    worker = threading.Thread(target=lambda: results.update(collect(params, token.id)), daemon=True)
+    try:
+        worker.start()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # wait until it acts: a version loaded, steps under way
+            sessions = token.open_sessions(CollectorSession)
+            if sessions and sessions[0].version is not None:
+                break
+            time.sleep(0.2)
+        time.sleep(4)
+        token.set()
+        worker.join(timeout=60)
+        assert not worker.is_alive(), "the collector sat out its batch after the stop"
+    finally:
+        token.set()
+        token.close()
+    assert results["abandoned"] >= 1
+    store = open_store()
+    rows = [r for s in list_shards(store) for r in read_shard(store, s.path).to_pylist()]
+    assert len({r["episode_id"] for r in rows}) == results["episodes"]
+    # Every stored episode is whole: steps 0..n-1 with the last one done.
+    by_episode: dict[str, list[dict]] = {}
+    for row in rows:
+        by_episode.setdefault(row["episode_id"], []).append(row)
+    for steps in by_episode.values():
+        assert sorted(r["step"] for r in steps) == list(range(len(steps)))
+        assert max(steps, key=lambda r: r["step"])["done"]

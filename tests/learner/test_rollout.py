@@ -141,3 +141,29 @@ def test_the_in_memory_replay_keeps_only_ok_episodes():
     ok = run_episodes(expert_actor(0.0, seed=0), ["general-train-0000"], RolloutConfig())
     replay = InMemoryReplay()
     assert replay.add(failed.rows + ok.rows) == 1 and len(replay) == 1
+
+
+def test_a_stop_mid_rollout_drops_the_unfinished_episodes_whole():
+    env = SimDroidEnvConfig(screenshots=False, ui_xml=False)
+    tasks = [f"general-train-{i:04d}" for i in range(0, 80, 5)]  # 16 episodes, 4 at a time
+    full = run_episodes(expert_actor(0.3, seed=1), tasks, RolloutConfig(env=env, parallel_envs=4, seed=2))
+    asked = []
+    # Stop once the whole run is a third done (counted in steps): some episodes finished, some running.
+    budget = sum(e.steps for e in full.episodes) // (3 * 4)
+    cut = run_episodes(
+        expert_actor(0.3, seed=1),
+        tasks,
+        RolloutConfig(env=env, parallel_envs=4, seed=2),
+        stop=lambda: asked.append(1) or len(asked) > budget,
+    )
+    assert 0 < len(cut.episodes) < len(full.episodes)
+    assert cut.abandoned > 0 and cut.unattempted == 0
+    assert len(asked) == budget + 1  # asked before every step, and not once more after it said stop
+    # What was kept is exactly the same episodes as in the uncut run, each whole.
+    by_episode = defaultdict(list)
+    for row in cut.rows:
+        by_episode[row["episode_id"]].append(row)
+    assert set(by_episode) == {e.episode_id for e in cut.episodes}
+    full_ids = {e.episode_id: e.steps for e in full.episodes}
+    for episode_id, rows in by_episode.items():
+        assert len(rows) == full_ids[episode_id] and rows[-1]["done"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+import threading
 import time
 from dataclasses import dataclass
 
@@ -106,6 +107,9 @@ class FaultModel:
         }
         self.latency_scale_s = config.latency_scale_s  # this episode's median (see new_episode)
         self._offline_until = 0.0
+        # Set by whoever owns the device (an embedded run's collector): a run that is stopping must
+        # not wait out a simulated hang, which under the heavy tail can last minutes.
+        self.interrupt: threading.Event | None = None
         self.counts = {"dropped_taps": 0, "offline_events": 0, "corrupt_screenshots": 0, "failed_resets": 0}
 
     # -- latency -----------------------------------------------------------------------------
@@ -129,7 +133,10 @@ class FaultModel:
     def apply_latency(self) -> float:
         seconds = self.sample_latency()
         if seconds > 0 and self.config.latency_mode == "sleep":
-            time.sleep(seconds)
+            if self.interrupt is None:
+                time.sleep(seconds)
+            else:
+                self.interrupt.wait(seconds)
         return seconds
 
     # -- offline -----------------------------------------------------------------------------
