@@ -7,6 +7,11 @@ seeds the mean gain and final success with 95 % t-intervals, and how many seeds 
 ``--target`` with disjoint intervals. Writes bench/results/demo_seeds.json.
 
     .venv/bin/python -m bench.demo_seeds [--seeds 0 1 2 3 4] [--minutes 6] [--target 0.15]
+        [--warm-start-updates 300] [--reuse-kept]
+
+Each seed's summary is kept under ``--root``/ws<updates>-<minutes>min/seed<s>/; with
+``--reuse-kept`` a seed already kept there is read, not run again, so the five seeds can be run
+in parts across sessions and reported together.
 """
 
 from __future__ import annotations
@@ -24,10 +29,12 @@ from bench._common import machine, write_result
 from bench._stats import fmt_interval, t_interval
 
 
-def run_seed(seed: int, minutes: float, root: Path) -> dict[str, Any]:
+def run_seed(seed: int, minutes: float, root: Path, warm_start_updates: int | None = None) -> dict[str, Any]:
     """One demo in its own process; its summary, kept beside the others."""
     started = time.monotonic()
     argv = [sys.executable, "-m", "flows.cli", "demo", "--seed", str(seed), "--minutes", str(minutes)]
+    if warm_start_updates is not None:
+        argv += ["--warm-start-updates", str(warm_start_updates)]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     summary_path = Path(".distrl/demo/summary.json")
     if done.returncode != 0 or not summary_path.exists():
@@ -36,10 +43,10 @@ def run_seed(seed: int, minutes: float, root: Path) -> dict[str, Any]:
         )
     kept = root / f"seed{seed}"
     kept.mkdir(parents=True, exist_ok=True)
-    shutil.copy(summary_path, kept / "summary.json")
     shutil.copy(Path(".distrl/demo/learning_curve.png"), kept / "learning_curve.png")
     summary = json.loads(summary_path.read_text())
     summary["process_wall_s"] = round(time.monotonic() - started, 1)
+    (kept / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
 
@@ -68,12 +75,26 @@ def main() -> None:
     parser.add_argument(
         "--root", default=".distrl/bench/demo_seeds", help="where each seed's summary is kept"
     )
+    parser.add_argument(
+        "--warm-start-updates", type=int, default=None, help="the demo's SFT warm start (default: its own)"
+    )
+    parser.add_argument(
+        "--reuse-kept",
+        action="store_true",
+        help="read a seed's summary kept under --root by an earlier run of the same settings instead of "
+        "running it again (a bench run in parts)",
+    )
     parser.add_argument("--out", default="demo_seeds")
     args = parser.parse_args()
     before = machine()
     runs = []
+    root = Path(args.root) / f"ws{args.warm_start_updates or 'default'}-{args.minutes:g}min"
     for seed in args.seeds:
-        run = run_seed(seed, args.minutes, Path(args.root))
+        kept = root / f"seed{seed}" / "summary.json"
+        if args.reuse_kept and kept.exists():  # a part run earlier (a seed per session on 2 cores)
+            run = json.loads(kept.read_text()) | {"reused_from": str(kept)}
+        else:
+            run = run_seed(seed, args.minutes, root, args.warm_start_updates)
         runs.append(run)
         print(
             f"seed {seed}: held-out {run['heldout_success_warm_start']:.3f} -> {run['heldout_success_final']:.3f} "
@@ -82,7 +103,9 @@ def main() -> None:
         )
     document = {
         "benchmark": "demo_seeds",
-        "command": f"python -m bench.demo_seeds --seeds {' '.join(map(str, args.seeds))} --minutes {args.minutes:g}",
+        "command": f"python -m bench.demo_seeds --seeds {' '.join(map(str, args.seeds))} --minutes {args.minutes:g}"
+        + (f" --warm-start-updates {args.warm_start_updates}" if args.warm_start_updates is not None else ""),
+        "warm_start_updates": args.warm_start_updates,
         "machine": before,
         "loadavg_after": machine()["loadavg_1_5_15"],
         "runs": runs,
