@@ -29,6 +29,8 @@ with ``--evaluator-thread``, in a thread of the training process), in both modes
   already there is not repeated; the report is built from every part of the family with the same
   settings. So a bench too long for one session runs a seed per process, across sessions
   (``--seeds 0``, later ``--seeds 1``), and ``--report-only`` rebuilds the figure from the parts.
+  A run with other settings (``--warm-start-updates 300``) needs a ``--parts`` folder of its own:
+  the bench refuses to overwrite parts made with different settings.
 
 ``--jobs N`` runs the (seed, mode) runs in N processes at once (each with its own Prefect, store
 and registry; one torch thread each). Collectors mostly sleep, so a run needs ~1–2 cores; keep
@@ -260,6 +262,14 @@ def run_all(settings: dict, root: Path, parts: Path) -> None:
     for seed, mode in sorted(done):
         if seed in settings["seeds"]:
             print(f"seed {seed} {mode}: already in {parts}, not run again")
+    taken = [
+        path for seed, mode, *_ in jobs if (path := part_path(parts, settings["family"], seed, mode)).exists()
+    ]
+    if taken:  # made with other settings (load_parts named them): saving would overwrite a report's runs
+        raise SystemExit(
+            f"{parts} already holds runs made with other settings for these seeds ({', '.join(p.name for p in taken)}); "
+            "pass --parts with a folder of its own for these settings"
+        )
     if settings["jobs"] <= 1:
         for job in jobs:
             save_part(parts, settings, run_one(*job))

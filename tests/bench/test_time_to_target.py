@@ -105,3 +105,14 @@ def test_parts_saved_before_the_evaluator_setting_count_as_the_thread_evaluator(
     path.write_text(json.dumps(part))
     assert [r["seed"] for r in load_parts(tmp_path, settings)] == [0]
     assert load_parts(tmp_path, settings | {"evaluator_thread": False}) == []
+
+
+def test_a_run_refuses_to_overwrite_parts_made_with_other_settings(tmp_path):
+    from bench.time_to_target import run_all
+
+    settings = {k: 1 for k in PART_KEYS} | {"family": "general", "seeds": [0], "jobs": 1}
+    save_part(tmp_path, settings, _run(0, "sync", [(0, 0.2)]))
+    before = (tmp_path / "general-seed0-sync.json").read_text()
+    with pytest.raises(SystemExit, match=r"general-seed0-sync\.json.*--parts with a folder of its own"):
+        run_all(settings | {"warm_start_updates": 300}, tmp_path / "runs", tmp_path)
+    assert (tmp_path / "general-seed0-sync.json").read_text() == before
