@@ -117,14 +117,14 @@ def main() -> int:
         report = []
         for mutation in MUTATIONS:
             path = copy / mutation.path
-            source = path.read_text()
-            if source.count(mutation.old) != 1:
+            original = path.read_text()
+            if original.count(mutation.old) != 1:
                 raise SystemExit(f"{mutation.path} no longer holds {mutation.old!r} once: update MUTATIONS")
-            path.write_text(source.replace(mutation.old, mutation.new))
+            path.write_text(original.replace(mutation.old, mutation.new))
             try:
                 status, summary = run_tests(copy, mutation.tests)
             finally:
-                path.write_text(source)
+                path.write_text(original)
             caught = status != 0
             report.append(asdict(mutation) | {"caught": caught, "summary": summary})
             print(f"{'caught  ' if caught else 'SURVIVED'} {mutation.option:18s} {mutation.what}: {summary}")
