@@ -93,7 +93,9 @@ def collect(params: CollectorParams | None = None, stop_token: str | None = None
         params={k: v for k, v in params.model_dump().items() if k != "store_uri"},
     )
     deadline = None if params.max_minutes is None else time.monotonic() + 60 * params.max_minutes
-    session.should_stop = lambda: should_stop(stop_token, deadline)  # checked between steps too
+    # An embedded run's stop ends a batch between steps; the deadline does not, because a task run
+    # is planned to fit the time left and named by the episodes it collects (`next_batches`).
+    session.should_stop = lambda: should_stop(stop_token, None)
     if run is not None:
         interrupt_waits_on(session, run.event)
     progress = BoundedProgress(
