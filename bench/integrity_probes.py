@@ -245,7 +245,7 @@ def process_runs(home: Path) -> list:
 
 
 def train_local_log(home: Path) -> str:
-    return (home.parent / "train-local.log").read_text(errors="replace")[-3000:]
+    return (home.parent / "train-local.log").read_text(errors="replace")[-6000:]
 
 
 def sigterm_probe(work: Path) -> tuple[int, int, int]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import psutil
@@ -32,7 +33,10 @@ def test_a_signal_stops_train_local_cleanly(tmp_path: Path, signum: int) -> None
     try:
         wait_for(lambda: len(stored_shards(home)) > 0, "shard", proc)
         proc.send_signal(signum)
-        code = proc.wait(timeout=120)
+        try:
+            code = proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"train-local still running 120 s after the signal:\n{train_local_log(home)}")
     finally:
         if proc.poll() is None:
             proc.kill()
