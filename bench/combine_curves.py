@@ -24,7 +24,7 @@ PER_PART_SETTINGS = frozenset({"seeds", "methods", "jobs", "out", "no_timing", "
 
 
 class PartsDisagree(ValueError):
-    """The parts are not one experiment split by seed."""
+    """The parts are not one experiment split by seed or method."""
 
 
 def _comparable(settings: dict[str, Any]) -> dict[str, Any]:
