@@ -29,7 +29,7 @@ from pathlib import Path
 from bench._common import write_result
 from bench._stats import fmt_interval, t_interval
 from bench.learning_curve import METHODS, method_job, parse_overrides, run_jobs, warm_start_job
-from distrl_core.learner import LearnerConfig
+from distrl_core.learner import LearnerConfig, WarmStartConfig
 
 
 def job_settings(base: dict, condition: str, lag: int, keep: int) -> dict:
@@ -61,7 +61,7 @@ def summarise(runs: list[dict], keys: list[tuple[str, str, int]], methods: list[
     return summary
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -82,16 +82,20 @@ def main() -> None:
     parser.add_argument("--warm-start-updates", type=int, default=40)
     parser.add_argument("--warm-start-noise", type=float, default=0.3)
     parser.add_argument("--learner", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--warm", nargs="*", default=[], metavar="KEY=VALUE", help="WarmStartConfig overrides"
+    )
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--out", default="bench/results/staleness.json")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if min(args.lags) < 1 or args.keep_versions < 0:
         parser.error("--lags must be >= 1 and --keep-versions >= 0")
     base = {
-        **vars(args), "learner": parse_overrides(args.learner), "validation": False, "base": None,
-        "train_eval_tasks": 0,
+        **vars(args), "learner": parse_overrides(args.learner), "warm": parse_overrides(args.warm),
+        "validation": False, "base": None, "train_eval_tasks": 0,
     }  # fmt: skip
     LearnerConfig(**base["learner"])  # a bad override fails now, not in every worker
+    WarmStartConfig(**base["warm"])
     started = time.perf_counter()
     keys = [(f, c, k) for f in args.family for c in args.conditions for k in args.lags]
     with tempfile.TemporaryDirectory(prefix="staleness-") as tmp:

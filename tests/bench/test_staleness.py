@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 from bench.learning_curve import METHODS
-from bench.staleness import job_settings
+from bench.staleness import job_settings, main
 from distrl_core.learner import LearnerConfig
 
 
@@ -20,3 +22,21 @@ def test_every_method_is_a_valid_learner_config():
     for algorithm, overrides in METHODS.values():
         LearnerConfig(algorithm=algorithm, **overrides)
     assert METHODS["adagrpo"][0] == "gigpo" and METHODS["decoupled_ppo"][0] == "decoupled_ppo"
+
+
+def test_a_tiny_run_end_to_end_reports_each_condition_and_lag(tmp_path):
+    """The bench drives learning_curve's jobs; a settings key they read and it lacks fails here."""
+    out = tmp_path / "staleness.json"
+    argv = [
+        "--seeds", "0", "--lags", "2", "--conditions", "replay", "slowed",
+        "--methods", "aride", "--env-steps", "120", "--episodes-per-round", "8",
+        "--updates-per-round", "2", "--eval-tasks", "2", "--eval-episodes", "1",
+        "--warm-start-updates", "2", "--out", str(out),
+    ]  # fmt: skip
+    main(argv)
+    document = json.loads(out.read_text())
+    assert sorted(document["summary"]) == ["general/replay/lag2", "general/slowed/lag2"]
+    by_condition = {r["condition"]: r for r in document["runs"]}
+    assert by_condition["replay"]["learner_config"]["max_policy_lag"] == 2
+    assert by_condition["slowed"]["learner_config"]["max_policy_lag"] == 2 + 4
+    assert all(r["rounds"][-1]["env_steps"] >= 120 for r in document["runs"])
