@@ -74,7 +74,8 @@ COLLECTOR_PARAMS: dict[str, Any] = {
 class ScenarioConfig:
     run_dir: Path
     project_dir: Path = REPO
-    subnet: str = "10.77.0.0/24"
+    subnet: str | None = None
+    """None: the first free /24 of 10.77.0.0/16 (see `bench.netns`)."""
     cut_seconds: float = 30.0
     startup_timeout_s: float = 300.0
     phase_timeout_s: float = 300.0
@@ -362,7 +363,9 @@ class Scenario:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, default=Path(".distrl/bench/multihost"))
-    parser.add_argument("--subnet", default="10.77.0.0/24")
+    parser.add_argument(
+        "--subnet", default=None, help="a /24 for the hosts (default: a free one of 10.77.0.0/16)"
+    )
     parser.add_argument("--cut-seconds", type=float, default=30.0)
     parser.add_argument("--out", type=Path, default=RESULTS / "multihost.json")
     args = parser.parse_args(argv)

@@ -1,7 +1,8 @@
 """Hosts on one machine with real networking: Linux network namespaces joined by a bridge.
 
 Each host is a network namespace with one veth "cable" to a bridge in the root namespace, an
-address of a private subnet (default 10.77.0.0/24) and, for the processes started on it, a host
+address of a private subnet (by default the first /24 of 10.77.0.0/16 that nothing here routes yet:
+a bridge left behind by a run that was killed, or another run side by side, never blocks a new one) and, for the processes started on it, a host
 name of its own (a UTS namespace: `socket.gethostname()` differs per host, as on real machines).
 The root namespace gets the bridge's address too: it is the operator's laptop. Pulling a host's
 cable is `ip link set <veth> down`; a power cut is SIGKILL to every process in its namespace.
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 OPERATOR_HOST = 254  # the root namespace's address on the bridge: .254 of the subnet
+AUTO_POOL = ipaddress.IPv4Network("10.77.0.0/16")  # where an automatic subnet is taken from, a /24 each
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -43,6 +45,25 @@ def unavailable() -> str | None:
     return None
 
 
+def route_overlapping(
+    routes: Sequence[str], subnet: ipaddress.IPv4Network | ipaddress.IPv6Network
+) -> str | None:
+    """The first line of `ip -4 route show` whose destination overlaps `subnet` (None: it is free)."""
+    for line in routes:
+        dest = line.split()[0] if line.split() else "default"
+        if dest != "default" and ipaddress.ip_network(dest, strict=False).overlaps(subnet):
+            return line
+    return None
+
+
+def first_free_subnet(routes: Sequence[str]) -> ipaddress.IPv4Network | None:
+    """The first /24 of `AUTO_POOL` that no route here overlaps."""
+    for candidate in AUTO_POOL.subnets(new_prefix=24):
+        if route_overlapping(routes, candidate) is None:
+            return candidate
+    return None
+
+
 @dataclass(frozen=True)
 class Host:
     name: str
@@ -58,17 +79,30 @@ class Host:
 class Network:
     """`with Network(["head", "collector-a", ...]) as net:` makes the hosts; everything goes on exit."""
 
-    def __init__(self, names: Sequence[str], subnet: str = "10.77.0.0/24") -> None:
-        net = ipaddress.ip_network(subnet)
-        if net.prefixlen > 24 or len(names) >= OPERATOR_HOST:
+    def __init__(self, names: Sequence[str], subnet: str | None = None) -> None:
+        """`subnet=None` takes a free /24 of `AUTO_POOL` when the network comes up; a subnet given
+        explicitly is used as it is, and a clash with a route already here is an error."""
+        if len(names) >= OPERATOR_HOST:
+            raise ValueError(
+                f"{len(names)} hosts: at most {OPERATOR_HOST - 1} fit one /24 beside the operator"
+            )
+        self.names = list(names)
+        self.auto_subnet = subnet is None
+        self.tag = uuid.uuid4().hex[:4]  # several runs side by side never share a name
+        self.bridge = f"drbr{self.tag}"
+        net = ipaddress.IPv4Network(subnet) if subnet is not None else next(AUTO_POOL.subnets(new_prefix=24))
+        if net.prefixlen > 24:
             raise ValueError(f"subnet {subnet}: use a /24 or larger for {len(names)} hosts and the operator")
+        self._address(net)
+
+    def _address(self, net: ipaddress.IPv4Network) -> None:
         self.subnet = net
-        tag = uuid.uuid4().hex[:4]  # several runs side by side never share a name
-        self.bridge = f"drbr{tag}"
         self.operator_address = str(net.network_address + OPERATOR_HOST)
         self.hosts = {
-            name: Host(name, f"distrl-{tag}-{name}", str(net.network_address + 1 + i), f"dr{tag}h{i}")
-            for i, name in enumerate(names)
+            name: Host(
+                name, f"distrl-{self.tag}-{name}", str(net.network_address + 1 + i), f"dr{self.tag}h{i}"
+            )
+            for i, name in enumerate(self.names)
         }
 
     def __enter__(self) -> Network:
@@ -77,19 +111,18 @@ class Network:
     def __exit__(self, *exc: object) -> None:
         self.down()
 
-    def _subnet_in_use(self) -> str | None:
-        routes = _ip("-4", "route", "show").stdout.splitlines()
-        for line in routes:
-            dest = line.split()[0]
-            if dest != "default" and ipaddress.ip_network(dest, strict=False).overlaps(self.subnet):
-                return line
-        return None
-
     def up(self) -> Network:
-        clash = self._subnet_in_use()
+        routes = _ip("-4", "route", "show").stdout.splitlines()
+        if self.auto_subnet:
+            free = first_free_subnet(routes)
+            if free is None:
+                raise RuntimeError(f"every /24 of {AUTO_POOL} is already routed here; give one (--subnet)")
+            self._address(free)
+        clash = route_overlapping(routes, self.subnet)
         if clash is not None:
             raise RuntimeError(
-                f"subnet {self.subnet} is already routed here ({clash!r}); choose another (--subnet)"
+                f"subnet {self.subnet} is already routed here ({clash!r}); choose another (--subnet), "
+                "or leave it out to take a free one"
             )
         try:
             _ip("link", "add", self.bridge, "type", "bridge")

@@ -82,7 +82,10 @@ class LearnerConfig:
     bench/learning_curve.py). docs/architecture.md says why, docs/performance.md what it measured."""
     positive_advantages_only: bool = True
     """Clamp the advantages to their positive part (DistRL's released trainer also clamps its
-    advantages to [0, 1]); bad actions are then pushed down by the invalid/repeat penalties only."""
+    advantages to [0, 1]); bad actions are then pushed down by the invalid/repeat penalties only.
+    Applies to "aride" and "decoupled_ppo" (its advantages G_t − V(s_t), normalised by
+    ``normalize_advantages``): with signed advantages both collapse this policy below its warm
+    start (docs/performance.md)."""
 
     # --- DPER priorities and importance sampling ---------------------------------------------------
     w1: float = 1.0

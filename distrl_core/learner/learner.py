@@ -219,13 +219,17 @@ class Learner:
         self.updates += 1
         if shaping:
             priorities = self._reweigh(batch, priorities, sums)
-        lag = (self.policy_version - batch.policy_versions)[batch.mask].float()
+        # The lag of the steps trained on; rows past max_policy_lag were sampled but masked out
+        # (used_step_fraction says how many), and their lag would hide what the losses saw.
+        lags = (self.policy_version - batch.policy_versions).float()
+        lag = lags[full_mask] if bool(full_mask.any()) else lags.new_zeros(1)
         metrics = {
             **sums,
             "grad_norm_actor": grad_actor,
             "grad_norm_critic": grad_critic,
             "policy_lag_mean": float(lag.mean()),
             "policy_lag_max": float(lag.max()),
+            "sampled_policy_lag_mean": float(lags[batch.mask].mean()),
             "used_step_fraction": float(full_mask.sum()) / max(int(batch.mask.sum()), 1),
             "trajectories": float(batch.size),
             "steps": float(batch.mask.sum()),

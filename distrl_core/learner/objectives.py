@@ -259,6 +259,11 @@ def _decoupled_ppo(
     advantages = torch.where(mask, returns - values, torch.zeros_like(values))
     if cfg.normalize_advantages:
         advantages = _normalized(advantages, actor_mask)
+    if cfg.positive_advantages_only:
+        # As for A-RIDE: the signed steps of failed episodes push this policy's mass off correct
+        # candidates until it solves nothing; PPO's clip does not stop that, since with
+        # π_prox = the update's start r = 1 at the one optimiser step and nothing is clipped.
+        advantages = advantages.clamp(min=0.0)
     actor = decoupled_ppo_loss(
         out.logp, logp_prox, batch.logp_mu, advantages, actor_mask,
         clip_eps=cfg.clip_eps, weight_max=cfg.proximal_weight_max,
@@ -275,6 +280,7 @@ def _decoupled_ppo(
         "behaviour_weight_mean": actor.behaviour_weight_mean,
         "behaviour_truncated_fraction": actor.truncated_fraction,
         "advantage_abs_mean": masked_mean(advantages.abs(), actor_mask),
+        "advantage_mean": masked_mean(advantages, actor_mask),
         "critic_step": step_loss,
         "critic_traj": traj_loss,
     }

@@ -73,8 +73,19 @@ def test_stale_rows_are_masked_out(make_policy, episode_rows):
     learner = Learner(make_policy(), LearnerConfig(max_policy_lag=1), policy_version=10)
     metrics, _ = learner.update(StepBatch.from_rows(episode_rows))
     assert metrics["used_step_fraction"] == 0.0
+    assert metrics["sampled_policy_lag_mean"] == 7.0 and metrics["policy_lag_mean"] == 0.0
     learner.policy_version = 4
     assert learner.update(StepBatch.from_rows(episode_rows))[0]["used_step_fraction"] == 1.0
+
+
+def test_the_logged_lag_is_that_of_the_steps_trained_on(make_policy, episode_rows):
+    first = episode_rows[0]["episode_id"]
+    rows = [dict(r, policy_version=9 if r["episode_id"] == first else 3) for r in episode_rows]
+    learner = Learner(make_policy(), LearnerConfig(max_policy_lag=1), policy_version=10)
+    metrics, _ = learner.update(StepBatch.from_rows(rows))
+    assert 0.0 < metrics["used_step_fraction"] < 1.0
+    assert metrics["policy_lag_mean"] == metrics["policy_lag_max"] == 1.0  # only the fresh episode
+    assert 1.0 < metrics["sampled_policy_lag_mean"] < 7.0
 
 
 @pytest.mark.parametrize("algorithm", ["digirl", "filtered_bc"])

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
 from distrl_core.learner import Learner, LearnerConfig, StepBatch
+from distrl_core.learner.objectives import algorithm_spec
 from distrl_core.learner.task_stats import TaskStats
 
 
@@ -99,6 +102,31 @@ def test_decoupled_ppo_trains_and_reports_its_behaviour_weights(make_policy, epi
     assert not torch.equal(before, after)
     if proximal == "update_start":  # r = 1 at the step: nothing is clipped
         assert metrics["clip_fraction"] == 0.0
+
+
+@pytest.mark.parametrize("positive_only", [True, False])
+def test_decoupled_ppo_pushes_no_action_down_with_positive_advantages_only(
+    make_policy, episode_rows, positive_only
+):
+    # Without entropy and penalties, d loss / d log π = −w·A·r: ≤ 0 everywhere iff every A ≥ 0.
+    batch = StepBatch.from_rows(_tasks(episode_rows))
+    config = LearnerConfig(
+        algorithm="decoupled_ppo", positive_advantages_only=positive_only,
+        entropy_coef=0.0, invalid_penalty=0.0, repeat_penalty=0.0,
+    )  # fmt: skip
+    with torch.no_grad():
+        out = make_policy().evaluate(batch)
+    logp = out.logp.clone().requires_grad_(True)
+    objective = algorithm_spec("decoupled_ppo").objective(
+        dataclasses.replace(out, logp=logp), batch, batch.mask, config, logp.detach()
+    )
+    objective.actor_loss.backward()
+    grad = logp.grad[batch.mask & out.known]
+    assert float(grad.min()) < 0  # successes' actions are pushed up either way
+    if positive_only:
+        assert float(grad.max()) == 0.0 and float(objective.stats["advantage_mean"]) > 0
+    else:
+        assert float(grad.max()) > 0  # failures' actions pushed down
 
 
 def test_the_learner_task_refuses_windows_with_the_shortest_path_reward():
