@@ -31,9 +31,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from bench._common import machine, write_result
+from bench._curve_settings import parse_overrides
 from bench._gap_episodes import CATEGORIES, Episode, param_value, run_inspected
 from bench._stats import fmt_interval, t_interval
-from bench.learning_curve import _quiet_worker, parse_overrides, policy_config
+from bench.learning_curve import _quiet_worker, policy_config
 from distrl_core.envs.simdroid.tasks import Task, load_tasks, validation_split
 from distrl_core.learner import (
     Learner,

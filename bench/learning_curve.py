@@ -17,7 +17,8 @@ loss"), ``aride_pure`` (the loss as written: signed, unnormalised Retrace advant
 ``aride_norm``, ``aride_pos`` (one of the two changes each), ``digirl``, ``filtered_bc`` and ``gigpo`` (episode groups of ``--group-size``
 episodes of one task under one env seed; LoopConfig.group_size). MobileRL-style options on A-RIDE's
 defaults: ``aride_posreplay``, ``aride_curriculum``, ``aride_shortest``, all three ``aride_mobilerl``,
-and ``adagrpo`` (gigpo's group advantages plus the three); ``decoupled_ppo`` (AReaL). ``--learner KEY=VALUE`` overrides
+and ``adagrpo`` (gigpo's group advantages plus the three); ``decoupled_ppo`` (AReaL; ``_signed``: its
+advantages as written, ``_avg``: the published average as π_prox). ``--learner KEY=VALUE`` overrides
 a LearnerConfig field for every method (tuning), ``--warm KEY=VALUE`` a WarmStartConfig field. ``--validation`` tunes without the test split:
 the ``*-train-0`` phrasing template of each task kind is held out of the train split and used as
 the "held-out" set.
@@ -35,7 +36,6 @@ pydantic are imported (no DuckDB, Prefect or MLflow), so it runs on a bare compu
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import platform
@@ -53,6 +53,7 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 import torch
 
+from bench._curve_settings import CurveSettings, add_curve_arguments, curve_settings
 from bench._stats import fmt_interval, t_interval
 from distrl_core.envs.simdroid.tasks import Task, load_tasks, validation_split
 from distrl_core.learner import (
@@ -87,7 +88,11 @@ METHODS: dict[str, tuple[Algorithm, dict]] = {
     "aride_shortest": ("aride", {"shortest_path_exponent": 1.0}),
     "aride_mobilerl": ("aride", MOBILERL),
     "adagrpo": ("gigpo", MOBILERL),
-    "decoupled_ppo": ("decoupled_ppo", {}),  # AReaL's staleness-aware PPO (bench/staleness.py)
+    # AReaL's staleness-aware PPO (bench/staleness.py), with A-RIDE's positive-part advantages;
+    # as written (signed advantages); and with the published average as the proximal policy.
+    "decoupled_ppo": ("decoupled_ppo", {}),
+    "decoupled_ppo_signed": ("decoupled_ppo", {"positive_advantages_only": False}),
+    "decoupled_ppo_avg": ("decoupled_ppo", {"proximal_policy": "average"}),
 }
 DEFAULT_METHODS = ["aride", "aride_pure", "digirl", "filtered_bc", "gigpo"]
 LAST_K = 3  # a run's score: the mean of its last LAST_K held-out evaluations
@@ -97,18 +102,6 @@ ROUND_METRICS = (
     "group_singleton_step_fraction", "group_episode_advantage_abs_mean", "grad_norm_actor",
     "priority_multiplier_mean", "behaviour_weight_mean", "used_step_fraction", "policy_lag_mean",
 )  # fmt: skip
-
-
-def parse_overrides(items: list[str]) -> dict:
-    """``["actor_lr=1e-3", "normalize_advantages=False"]`` -> {"actor_lr": 0.001, ...}."""
-    overrides = {}
-    for item in items:
-        key, _, value = item.partition("=")
-        try:
-            overrides[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            overrides[key] = value
-    return overrides
 
 
 def splits(family: str, validation: bool) -> tuple[list[Task], list[Task]]:
@@ -139,52 +132,52 @@ def _quiet_worker() -> None:
     torch.set_num_threads(1)
 
 
-def warm_start_job(family: str, seed: int, settings: dict, directory: str) -> dict:
+def warm_start_job(family: str, seed: int, settings: CurveSettings, directory: str) -> dict:
     started = time.perf_counter()
     _quiet_worker()
-    policy = Policy.create(policy_config(settings["base"], seed))
+    policy = Policy.create(policy_config(settings.base, seed))
     warm = WarmStartConfig(
         family=family,
-        noise=settings["warm_start_noise"],
-        updates=settings["warm_start_updates"],
+        noise=settings.warm_start_noise,
+        updates=settings.warm_start_updates,
         seed=seed,
-        **settings["warm"],
+        **settings.warm,
     )
-    train, held = splits(family, settings["validation"])
+    train, held = splits(family, settings.validation)
     demos = collect_demonstrations(warm, tasks=train)
     supervised_warm_start(policy, demos.rows, warm)
     save_policy(policy, directory)
     return {
         "family": family,
         "seed": seed,
-        "heldout_success": evaluate(policy, held[: settings["eval_tasks"]], settings["eval_episodes"]),
+        "heldout_success": evaluate(policy, held[: settings.eval_tasks], settings.eval_episodes),
         "demo_episodes": len(demos.episodes),
         "seconds": round(time.perf_counter() - started, 1),
     }
 
 
-def method_job(family: str, seed: int, method: str, settings: dict, directory: str) -> dict:
+def method_job(family: str, seed: int, method: str, settings: CurveSettings, directory: str) -> dict:
     started = time.perf_counter()
     _quiet_worker()
     algorithm, method_overrides = METHODS[method]
-    overrides = {**method_overrides, **settings["learner"]}
+    overrides = {**method_overrides, **settings.learner}
     learner = Learner(
         load_policy(directory, device="cpu"), LearnerConfig(algorithm=algorithm, seed=seed, **overrides)
     )
     loop = LoopConfig(
         family=family,
         rounds=10_000,
-        env_step_budget=settings["env_steps"],
-        episodes_per_round=settings["episodes_per_round"],
-        updates_per_round=settings["updates_per_round"],
-        group_size=settings["group_size"],
-        behaviour_lag=settings.get("behaviour_lag", 0),
-        eval_tasks=settings["eval_tasks"],
-        train_eval_tasks=settings["train_eval_tasks"],
-        eval_episodes_per_task=settings["eval_episodes"],
+        env_step_budget=settings.env_steps,
+        episodes_per_round=settings.episodes_per_round,
+        updates_per_round=settings.updates_per_round,
+        group_size=settings.group_size,
+        behaviour_lag=settings.behaviour_lag,
+        eval_tasks=settings.eval_tasks,
+        train_eval_tasks=settings.train_eval_tasks,
+        eval_episodes_per_task=settings.eval_episodes,
         seed=seed,
     )
-    train, held = splits(family, settings["validation"])
+    train, held = splits(family, settings.validation)
 
     def report(r) -> None:
         print(
@@ -284,46 +277,29 @@ def print_summary(summary: dict, evaluated_on: str) -> None:
             print(f"  {method} − aride (paired over seeds): {fmt_interval(difference)}")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--family", nargs="+", default=["general"], choices=["general", "webshop"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--env-steps", type=int, default=8000, help="environment-step budget per run")
-    parser.add_argument("--episodes-per-round", type=int, default=32)
-    parser.add_argument("--updates-per-round", type=int, default=8)
-    parser.add_argument("--group-size", type=int, default=4, help="gigpo: episodes per task per group")
-    parser.add_argument(
-        "--eval-tasks", type=int, default=None, help="first N held-out tasks only (smoke runs)"
-    )
-    parser.add_argument(
-        "--eval-episodes", type=int, default=2, help="greedy episodes per held-out task per evaluation"
-    )
+    add_curve_arguments(parser)
     parser.add_argument("--train-eval-tasks", type=int, default=0, help="also evaluate on N train tasks")
-    parser.add_argument("--warm-start-updates", type=int, default=40)
-    parser.add_argument("--warm-start-noise", type=float, default=0.3)
     parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, choices=sorted(METHODS))
-    parser.add_argument("--learner", nargs="*", default=[], metavar="KEY=VALUE")
-    parser.add_argument(
-        "--warm", nargs="*", default=[], metavar="KEY=VALUE", help="WarmStartConfig overrides"
-    )
-    parser.add_argument("--validation", action="store_true", help="evaluate on a validation split of train")
     parser.add_argument("--no-timing", action="store_true", help="skip the learner-update timing (~20 s)")
     parser.add_argument(
         "--base", default=None, help="pretrained base folder (`distrl pretrained`), adapted with LoRA"
     )
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (one torch thread each)")
     parser.add_argument("--out", default="bench/results/learning_curve.json")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     _quiet_worker()
-    settings = {**vars(args), "learner": parse_overrides(args.learner), "warm": parse_overrides(args.warm)}
-    LearnerConfig(**settings["learner"])  # a bad override fails now, not in every worker
-    WarmStartConfig(**settings["warm"])
+    curve = curve_settings(args)
+    settings = {**vars(args), "learner": curve.learner, "warm": curve.warm}  # as the JSON records them
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="learning-curve-") as tmp:
         directory = {(f, s): str(Path(tmp) / f"{f}-{s}") for f in args.family for s in args.seeds}
-        warm = run_jobs(warm_start_job, [(f, s, settings, directory[f, s]) for f, s in directory], args.jobs)
+        warm = run_jobs(warm_start_job, [(f, s, curve, directory[f, s]) for f, s in directory], args.jobs)
         for w in warm:
             print(
                 f"warm start {w['family']} seed {w['seed']}: held-out {w['heldout_success']:.3f}", flush=True
@@ -333,7 +309,7 @@ def main() -> None:
             if args.no_timing
             else update_timing(directory[args.family[0], args.seeds[0]], args.family[0])
         )
-        jobs = [(f, s, m, settings, directory[f, s]) for f, s in directory for m in args.methods]
+        jobs = [(f, s, m, curve, directory[f, s]) for f, s in directory for m in args.methods]
         runs = run_jobs(method_job, jobs, args.jobs)
     evaluated_on = "validation" if args.validation else "held-out"
     summary = summarise(warm, runs, args.family, args.methods)

@@ -27,9 +27,18 @@ from pathlib import Path
 from bench._common import write_result
 
 REPO = Path(__file__).resolve().parents[1]
-COPIED = ("distrl_core", "tests/__init__.py", "tests/conftest.py", "tests/algos", "pyproject.toml")
+COPIED = (
+    "distrl_core",
+    "tests/__init__.py",
+    "tests/conftest.py",
+    "tests/algos",
+    "tests/learner",
+    "pyproject.toml",
+)
 MOBILERL, DECOUPLED = "distrl_core/algos/mobilerl.py", "distrl_core/algos/decoupled.py"
 MOBILERL_TESTS, DECOUPLED_TESTS = "tests/algos/test_mobilerl.py", "tests/algos/test_decoupled.py"
+OBJECTIVES = "distrl_core/learner/objectives.py"
+DECOUPLED_POSITIVE_TEST = "tests/learner/test_mobilerl_options.py::test_decoupled_ppo_pushes_no_action_down_with_positive_advantages_only"
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,9 @@ MUTATIONS = (
     Mutation("decoupled_ppo", "the behaviour weight dropped", DECOUPLED,
              "pg = -masked_mean(weight * surrogate, real)", "pg = -masked_mean(surrogate, real)",
              DECOUPLED_TESTS),
+    Mutation("decoupled_ppo", "positive_advantages_only ignored: signed advantages", OBJECTIVES,
+             "        advantages = advantages.clamp(min=0.0)\n    actor = decoupled_ppo_loss(",
+             "        pass\n    actor = decoupled_ppo_loss(", DECOUPLED_POSITIVE_TEST),
 )  # fmt: skip
 
 

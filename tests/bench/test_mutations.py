@@ -13,7 +13,7 @@ def test_every_mutation_applies_once_and_changes_its_module():
         source = (REPO / mutation.path).read_text()
         assert source.count(mutation.old) == 1, (mutation.what, mutation.path)
         assert mutation.old != mutation.new
-        assert (REPO / mutation.tests).is_file()
+        assert (REPO / mutation.tests.partition("::")[0]).is_file()
 
 
 def test_every_new_learner_option_has_a_mutation():
@@ -23,4 +23,4 @@ def test_every_new_learner_option_has_a_mutation():
         "shortest_path",
         "decoupled_ppo",
     }
-    assert all(Path(REPO / m.path).is_relative_to(REPO / "distrl_core/algos") for m in MUTATIONS)
+    assert all(Path(REPO / m.path).is_relative_to(REPO / "distrl_core") for m in MUTATIONS)

@@ -1,0 +1,118 @@
+"""What a learning-curve run needs to know, built in one place for every bench that runs one.
+
+`bench.learning_curve` and `bench.staleness` both start warm starts and method runs in worker
+processes (`warm_start_job`, `method_job`). Those jobs read a `CurveSettings`, not a loose dict, and
+both benches build it from their command line with `add_curve_arguments` and `curve_settings`: a
+field one bench forgot is then a missing argument at start-up, not a `KeyError` in every worker an
+hour in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from distrl_core.learner import LearnerConfig, WarmStartConfig
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``["actor_lr=1e-3", "normalize_advantages=False"]`` -> {"actor_lr": 0.001, ...}."""
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        try:
+            overrides[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            overrides[key] = value
+    return overrides
+
+
+@dataclass(frozen=True)
+class CurveSettings:
+    """One learning-curve run's protocol, shared by every method of a bench."""
+
+    env_steps: int
+    """Environment-step budget of each method run."""
+    episodes_per_round: int = 32
+    """Episodes collected per round (LoopConfig.episodes_per_round)."""
+    updates_per_round: int = 8
+    """Learner updates per round; the loop publishes one policy version per round."""
+    group_size: int = 4
+    """Episodes per task and env seed in a collection group (gigpo's groups; LoopConfig.group_size)."""
+    eval_tasks: int | None = None
+    """Evaluate on the first N held-out tasks only (smoke runs); None: all of them."""
+    eval_episodes: int = 2
+    """Greedy episodes per held-out task per evaluation."""
+    train_eval_tasks: int = 0
+    """Also evaluate on this many train tasks (0: not)."""
+    warm_start_updates: int = 40
+    """SFT updates of the warm start every method of a seed starts from."""
+    warm_start_noise: float = 0.3
+    """Share of noisy actions in the warm start's scripted demonstrations."""
+    learner: dict[str, Any] = field(default_factory=dict)
+    """LearnerConfig overrides applied to every method (after the method's own)."""
+    warm: dict[str, Any] = field(default_factory=dict)
+    """WarmStartConfig overrides."""
+    validation: bool = False
+    """Evaluate on the validation split carved from the train tasks instead of the test split."""
+    base: str | None = None
+    """A pretrained base folder adapted with LoRA; None: the tiny default model."""
+    behaviour_lag: int = 0
+    """Collectors act with the weights of this many versions ago (LoopConfig.behaviour_lag)."""
+
+    def __post_init__(self) -> None:
+        if self.env_steps < 1 or self.episodes_per_round < 1 or self.updates_per_round < 0:
+            raise ValueError(
+                f"env_steps={self.env_steps} and episodes_per_round={self.episodes_per_round} must be >= 1, "
+                f"updates_per_round={self.updates_per_round} >= 0"
+            )
+        if self.behaviour_lag < 0:
+            raise ValueError(f"behaviour_lag={self.behaviour_lag} must be >= 0")
+        # A bad override fails here, in the parent, not in every worker process.
+        LearnerConfig(**self.learner)
+        WarmStartConfig(**self.warm)
+
+    def stale(self, behaviour_lag: int, max_policy_lag: int) -> CurveSettings:
+        """These settings with collectors `behaviour_lag` versions behind and the learner keeping
+        rows up to `max_policy_lag` versions old."""
+        learner = {**self.learner, "max_policy_lag": max_policy_lag}
+        return dataclasses.replace(self, behaviour_lag=behaviour_lag, learner=learner)
+
+
+def add_curve_arguments(parser: argparse.ArgumentParser, *, env_steps: int = 8000) -> None:
+    """The command-line options behind `CurveSettings`' fields (those a user sets)."""
+    parser.add_argument("--env-steps", type=int, default=env_steps, help="environment-step budget per run")
+    parser.add_argument("--episodes-per-round", type=int, default=32)
+    parser.add_argument("--updates-per-round", type=int, default=8)
+    parser.add_argument("--group-size", type=int, default=4, help="gigpo: episodes per task per group")
+    parser.add_argument(
+        "--eval-tasks", type=int, default=None, help="first N held-out tasks only (smoke runs)"
+    )
+    parser.add_argument(
+        "--eval-episodes", type=int, default=2, help="greedy episodes per held-out task per evaluation"
+    )
+    parser.add_argument("--warm-start-updates", type=int, default=40)
+    parser.add_argument("--warm-start-noise", type=float, default=0.3)
+    parser.add_argument(
+        "--validation", action="store_true", help="evaluate on a validation split of train, not on test"
+    )
+    parser.add_argument(
+        "--learner", nargs="*", default=[], metavar="KEY=VALUE", help="LearnerConfig overrides"
+    )
+    parser.add_argument(
+        "--warm", nargs="*", default=[], metavar="KEY=VALUE", help="WarmStartConfig overrides"
+    )
+
+
+def curve_settings(args: argparse.Namespace) -> CurveSettings:
+    """`CurveSettings` from parsed arguments: every field the namespace has, overrides parsed."""
+    given = vars(args)
+    names = {f.name for f in dataclasses.fields(CurveSettings)} - {"learner", "warm"}
+    return CurveSettings(
+        **{name: given[name] for name in names if name in given},
+        learner=parse_overrides(given.get("learner", [])),
+        warm=parse_overrides(given.get("warm", [])),
+    )
