@@ -18,7 +18,7 @@ loss"), ``aride_pure`` (the loss as written: signed, unnormalised Retrace advant
 episodes of one task under one env seed; LoopConfig.group_size). MobileRL-style options on A-RIDE's
 defaults: ``aride_posreplay``, ``aride_curriculum``, ``aride_shortest``, all three ``aride_mobilerl``,
 and ``adagrpo`` (gigpo's group advantages plus the three); ``decoupled_ppo`` (AReaL; ``_signed``: its
-advantages as written, ``_avg``: the published average as π_prox). ``--learner KEY=VALUE`` overrides
+advantages as written, ``_avg``: the published average as π_prox, ``_raw``: raw weights published). ``--learner KEY=VALUE`` overrides
 a LearnerConfig field for every method (tuning), ``--warm KEY=VALUE`` a WarmStartConfig field. ``--validation`` tunes without the test split:
 the ``*-train-0`` phrasing template of each task kind is held out of the train split and used as
 the "held-out" set.
@@ -93,6 +93,8 @@ METHODS: dict[str, tuple[Algorithm, dict]] = {
     "decoupled_ppo": ("decoupled_ppo", {}),
     "decoupled_ppo_signed": ("decoupled_ppo", {"positive_advantages_only": False}),
     "decoupled_ppo_avg": ("decoupled_ppo", {"proximal_policy": "average"}),
+    # Raw weights published, so μ is a past version of the weights trained, as in AReaL.
+    "decoupled_ppo_raw": ("decoupled_ppo", {"weight_average_decay": 0.0}),
 }
 DEFAULT_METHODS = ["aride", "aride_pure", "digirl", "filtered_bc", "gigpo"]
 LAST_K = 3  # a run's score: the mean of its last LAST_K held-out evaluations
