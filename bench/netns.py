@@ -45,13 +45,11 @@ def unavailable() -> str | None:
     return None
 
 
-def route_overlapping(
-    routes: Sequence[str], subnet: ipaddress.IPv4Network | ipaddress.IPv6Network
-) -> str | None:
+def route_overlapping(routes: Sequence[str], subnet: ipaddress.IPv4Network) -> str | None:
     """The first line of `ip -4 route show` whose destination overlaps `subnet` (None: it is free)."""
     for line in routes:
-        dest = line.split()[0] if line.split() else "default"
-        if dest != "default" and ipaddress.ip_network(dest, strict=False).overlaps(subnet):
+        dest = line.partition(" ")[0]
+        if dest not in ("", "default") and ipaddress.ip_network(dest, strict=False).overlaps(subnet):
             return line
     return None
 
