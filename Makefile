@@ -75,7 +75,7 @@ format: venv
 	$(BIN)/ruff format .
 
 test: venv system-deps browser-deps postgres-deps pretrained-deps lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=30
 
 test-fast: venv
 	$(BIN)/python -m pytest -q -m "not slow"

@@ -18,7 +18,8 @@ loss"), ``aride_pure`` (the loss as written: signed, unnormalised Retrace advant
 episodes of one task under one env seed; LoopConfig.group_size). MobileRL-style options on A-RIDE's
 defaults: ``aride_posreplay``, ``aride_curriculum``, ``aride_shortest``, all three ``aride_mobilerl``,
 and ``adagrpo`` (gigpo's group advantages plus the three); ``decoupled_ppo`` (AReaL; ``_signed``: its
-advantages as written, ``_avg``: the published average as π_prox, ``_raw``: raw weights published). ``--learner KEY=VALUE`` overrides
+advantages as written, ``_avg``: the published average as π_prox, ``_raw``: raw weights published; ``_retrace`` and
+``_returns``: its advantage estimator named, Retrace's (the default) or G_t − V(s_t)). ``--learner KEY=VALUE`` overrides
 a LearnerConfig field for every method (tuning), ``--warm KEY=VALUE`` a WarmStartConfig field. ``--validation`` tunes without the test split:
 the ``*-train-0`` phrasing template of each task kind is held out of the train split and used as
 the "held-out" set.
@@ -95,6 +96,10 @@ METHODS: dict[str, tuple[Algorithm, dict]] = {
     "decoupled_ppo_avg": ("decoupled_ppo", {"proximal_policy": "average"}),
     # Raw weights published, so μ is a past version of the weights trained, as in AReaL.
     "decoupled_ppo_raw": ("decoupled_ppo", {"weight_average_decay": 0.0}),
+    # Its estimator named either way: Retrace's advantages with DPER priorities (the default), or
+    # AReaL's G_t − V(s_t) with uniform priorities.
+    "decoupled_ppo_retrace": ("decoupled_ppo", {"decoupled_retrace": True}),
+    "decoupled_ppo_returns": ("decoupled_ppo", {"decoupled_retrace": False}),
 }
 DEFAULT_METHODS = ["aride", "aride_pure", "digirl", "filtered_bc", "gigpo"]
 LAST_K = 3  # a run's score: the mean of its last LAST_K held-out evaluations

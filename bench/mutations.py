@@ -39,6 +39,7 @@ MOBILERL, DECOUPLED = "distrl_core/algos/mobilerl.py", "distrl_core/algos/decoup
 MOBILERL_TESTS, DECOUPLED_TESTS = "tests/algos/test_mobilerl.py", "tests/algos/test_decoupled.py"
 OBJECTIVES = "distrl_core/learner/objectives.py"
 DECOUPLED_POSITIVE_TEST = "tests/learner/test_mobilerl_options.py::test_decoupled_ppo_pushes_no_action_down_with_positive_advantages_only"
+DECOUPLED_RETRACE_TEST = "tests/learner/test_mobilerl_options.py::test_decoupled_ppo_on_retrace_shares_aride_s_targets_and_priorities"
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,8 @@ MUTATIONS = (
     Mutation("decoupled_ppo", "positive_advantages_only ignored: signed advantages", OBJECTIVES,
              "        advantages = advantages.clamp(min=0.0)\n    actor = decoupled_ppo_loss(",
              "        pass\n    actor = decoupled_ppo_loss(", DECOUPLED_POSITIVE_TEST),
+    Mutation("decoupled_ppo", "decoupled_retrace ignored: G_t - V(s_t) and uniform priorities", OBJECTIVES,
+             "    if cfg.decoupled_retrace:", "    if False:", DECOUPLED_RETRACE_TEST),
 )  # fmt: skip
 
 

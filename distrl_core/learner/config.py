@@ -35,7 +35,7 @@ class LearnerConfig:
     """"aride": Retrace actor-critic with DPER priorities; "digirl": doubly-robust advantages,
     instruction curriculum, filtered AWR; "filtered_bc": successes only; "gigpo": critic-free
     group-relative advantages, GiGPO-style (``algos.group``); "decoupled_ppo": AReaL's decoupled
-    PPO for stale data (``algos.decoupled``), advantages G_t − V(s_t) from the step critic."""
+    PPO for stale data (``algos.decoupled``), on Retrace's advantages (``decoupled_retrace``)."""
 
     # --- Retrace (A-RIDE) ------------------------------------------------------------------------
     gamma: float = 0.9
@@ -83,8 +83,8 @@ class LearnerConfig:
     positive_advantages_only: bool = True
     """Clamp the advantages to their positive part (DistRL's released trainer also clamps its
     advantages to [0, 1]); bad actions are then pushed down by the invalid/repeat penalties only.
-    Applies to "aride" and "decoupled_ppo" (its advantages G_t − V(s_t), normalised by
-    ``normalize_advantages``): with signed advantages both collapse this policy below its warm
+    Applies to "aride" and "decoupled_ppo" (its advantages normalised by
+    ``normalize_advantages`` first, as A-RIDE's): with signed advantages both collapse this policy below its warm
     start (docs/performance.md)."""
 
     # --- DPER priorities and importance sampling ---------------------------------------------------
@@ -138,6 +138,12 @@ class LearnerConfig:
     proximal_weight_max: float = 2.0
     """w̄, the truncation of the behaviour weight w = min(π_prox/μ, w̄) (AReaL's
     behav_imp_weight_cap)."""
+    decoupled_retrace: bool = True
+    """Decoupled PPO's advantages and critic targets from Retrace (ρ = π/μ, as "aride") and its
+    replay priorities from DPER; False: G_t − V(s_t) from the behaviour data (AReaL's estimator)
+    with uniform priorities. The clipped ratio and behaviour weight are the same either way. Chosen
+    on validation: with False decoupled PPO never rose above its warm start (docs/performance.md,
+    "Decoupled PPO as data grows stale")."""
 
     # --- MobileRL-style options (docs/architecture.md, "MobileRL-style options"; 0 = off) -----------
     positive_replay_strength: float = 0.0

@@ -1,9 +1,9 @@
 """The training objectives on one evaluated batch, built from distrl_core.algos' functions.
 
 Each returns the actor loss, the critic loss (step critic plus trajectory critic; none for gigpo),
-tensors for the metrics, and the trajectories' new priorities. Only A-RIDE prioritizes: the
-baselines return uniform priorities, so a prioritized replay samples their data uniformly, as
-DigiRL does. gigpo's advantages compare the episodes of a group with each other, so they are
+tensors for the metrics, and the trajectories' new priorities. A-RIDE (and decoupled PPO on
+Retrace's advantages) prioritize with DPER: the baselines return uniform priorities, so a
+prioritized replay samples their data uniformly, as DigiRL does. gigpo's advantages compare the episodes of a group with each other, so they are
 computed once on the whole batch (`group_advantages`) before it is split into micro-batches.
 
 `ALGORITHM_SPECS` holds one `AlgorithmSpec` per `Algorithm`: its objective and the traits the
@@ -76,10 +76,8 @@ def _normalized(advantages: torch.Tensor, actor_mask: torch.Tensor) -> torch.Ten
     return torch.where(actor_mask, (advantages - mean) / std.clamp(min=1e-6), advantages)
 
 
-def _aride(
-    out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig, _group=None
-) -> Objective:
-    actor_mask = mask & out.known
+def _retrace(out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig):
+    """ρ = π/μ (B, T) and Retrace's targets, advantages and TD errors on these rows."""
     rho = importance_ratios(out.logp, batch.logp_mu, mask)
     values = out.values.detach()
     retrace = retrace_targets(
@@ -94,6 +92,22 @@ def _aride(
         rho_max=cfg.rho_max,
         c_max=cfg.c_max,
     )
+    return rho, retrace
+
+
+def _dper(retrace, out: EvalOutput, mask: torch.Tensor, cfg: LearnerConfig) -> torch.Tensor:
+    """(B,) DPER priorities from Retrace's TD errors, truncated ratios and the policy's entropy."""
+    return dper_priority(
+        retrace.td_errors, retrace.rho_bar, out.entropy.detach(), mask,
+        w1=cfg.w1, w2=cfg.w2, w3=cfg.w3, eps=cfg.priority_eps,
+    )  # fmt: skip
+
+
+def _aride(
+    out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig, _group=None
+) -> Objective:
+    actor_mask = mask & out.known
+    rho, retrace = _retrace(out, batch, mask, cfg)
     advantages = retrace.advantages
     if cfg.normalize_advantages:
         # Centre and scale over the batch's steps: a critic that lags the policy biases every
@@ -114,10 +128,7 @@ def _aride(
         repeat_penalty=cfg.repeat_penalty,
     )
     critic, step_loss, traj_loss = _critics(out, retrace.v_targets, batch, mask, cfg)
-    priorities = dper_priority(
-        retrace.td_errors, retrace.rho_bar, out.entropy.detach(), mask,
-        w1=cfg.w1, w2=cfg.w2, w3=cfg.w3, eps=cfg.priority_eps,
-    )  # fmt: skip
+    priorities = _dper(retrace, out, mask, cfg)
     stats = {
         "policy_gradient": actor.policy_gradient,
         "entropy": actor.entropy,
@@ -249,14 +260,25 @@ def _decoupled_ppo(
     out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig, logp_prox: torch.Tensor | None
 ) -> Objective:
     """AReaL's decoupled PPO; `logp_prox` (B, T) is log π_prox of these rows (Learner.update computes
-    it, per ``proximal_policy``). Advantages G_t − V(s_t) from the behaviour data's discounted
-    returns, as AReaL's GAE from behaviour data; the critic regresses G_t."""
+    it, per ``proximal_policy``). With ``decoupled_retrace`` (the default) Retrace's advantages,
+    critic targets and DPER priorities, as A-RIDE's; without, G_t − V(s_t) from the behaviour
+    data's discounted returns (AReaL's GAE from behaviour data), the critic regressing G_t."""
     if logp_prox is None:
         raise ValueError("decoupled_ppo needs log π_prox of the batch's actions; Learner.update passes it")
     actor_mask = mask & out.known
     values = out.values.detach()
-    returns = discounted_returns(batch.rewards, batch.dones, mask, cfg.gamma, _bootstrap(values, batch, mask))
-    advantages = torch.where(mask, returns - values, torch.zeros_like(values))
+    if cfg.decoupled_retrace:
+        # Retrace's off-policy-corrected advantages, targets and DPER priorities, as A-RIDE: only
+        # the actor's weighting (clipped ratio, behaviour weight) is decoupled PPO's.
+        _, retrace = _retrace(out, batch, mask, cfg)
+        advantages, targets = retrace.advantages, retrace.v_targets
+        priorities = _dper(retrace, out, mask, cfg)
+    else:
+        targets = discounted_returns(
+            batch.rewards, batch.dones, mask, cfg.gamma, _bootstrap(values, batch, mask)
+        )
+        advantages = torch.where(mask, targets - values, torch.zeros_like(values))
+        priorities = torch.ones(mask.shape[0], device=mask.device)
     if cfg.normalize_advantages:
         advantages = _normalized(advantages, actor_mask)
     if cfg.positive_advantages_only:
@@ -271,7 +293,7 @@ def _decoupled_ppo(
         invalid=batch.invalid, invalid_penalty=cfg.invalid_penalty,
         repeat=batch.repeat, repeat_penalty=cfg.repeat_penalty,
     )  # fmt: skip
-    critic, step_loss, traj_loss = _critics(out, returns, batch, mask, cfg)
+    critic, step_loss, traj_loss = _critics(out, targets, batch, mask, cfg)
     stats = {
         "policy_gradient": actor.policy_gradient,
         "entropy": actor.entropy,
@@ -284,7 +306,7 @@ def _decoupled_ppo(
         "critic_step": step_loss,
         "critic_traj": traj_loss,
     }
-    return Objective(actor.loss, critic, torch.ones(mask.shape[0], device=mask.device), stats)
+    return Objective(actor.loss, critic, priorities, stats)
 
 
 ObjectiveFn = Callable[[EvalOutput, StepBatch, torch.Tensor, LearnerConfig, torch.Tensor | None], Objective]

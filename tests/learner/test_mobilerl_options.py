@@ -95,7 +95,8 @@ def test_decoupled_ppo_trains_and_reports_its_behaviour_weights(make_policy, epi
     before = torch.cat([p.detach().flatten().clone() for p in learner.policy.actor_parameters()])
     for _ in range(2):
         metrics, priorities = learner.update(batch)
-    assert np.array_equal(priorities, np.ones(8))
+    assert priorities.shape == (8,) and np.all(priorities > 0)  # DPER's, as A-RIDE's
+    assert not np.allclose(priorities, priorities[0])
     assert 0 < metrics["behaviour_weight_mean"] <= config.proximal_weight_max
     assert metrics["critic_loss"] > 0 and np.isfinite(metrics["actor_loss"])
     after = torch.cat([p.detach().flatten() for p in learner.policy.actor_parameters()])
@@ -165,3 +166,23 @@ def test_group_tasks_follow_the_curriculum_probabilities():
     probabilities = np.array([0.0, 0.0, 1.0, 0.0, 0.0])
     picked, _ = group_tasks(tasks, 16, 4, np.random.default_rng(0), probabilities)
     assert {t.task_id for t in picked} == {tasks[2].task_id}
+
+
+def test_decoupled_ppo_on_retrace_shares_aride_s_targets_and_priorities(make_policy, episode_rows):
+    # The option swaps only the estimator: critic loss, advantages and priorities are A-RIDE's.
+    batch = StepBatch.from_rows(_tasks(episode_rows))
+    with torch.no_grad():
+        out = make_policy().evaluate(batch)
+    aride = algorithm_spec("aride").objective(out, batch, batch.mask, LearnerConfig(), None)
+    mixed, plain = (
+        algorithm_spec("decoupled_ppo").objective(
+            out, batch, batch.mask, LearnerConfig(algorithm="decoupled_ppo", decoupled_retrace=flag), out.logp
+        )
+        for flag in (True, False)
+    )
+    assert torch.allclose(mixed.critic_loss, aride.critic_loss)
+    assert torch.allclose(mixed.priorities, aride.priorities)
+    assert not torch.allclose(aride.priorities, torch.ones_like(aride.priorities))
+    assert torch.allclose(mixed.stats["advantage_mean"], aride.stats["advantage_mean"])
+    assert torch.equal(plain.priorities, torch.ones_like(plain.priorities))
+    assert not torch.allclose(plain.critic_loss, aride.critic_loss)
