@@ -60,6 +60,48 @@ def plot_curves(document: dict, path: Path, *, key: str = "heldout_success") -> 
     return True
 
 
+def plot_staleness(document: dict, path: Path) -> None:
+    """bench.staleness: final held-out success against the lag k (log scale), one panel per family
+    and condition, one line with 95 % bars per method."""
+    from bench._common import pyplot
+
+    plt = pyplot()
+    panels: dict[tuple[str, str], dict[str, list[tuple[int, dict]]]] = {}
+    for key, entry in document["summary"].items():
+        family, condition, lag = key.split("/")
+        for method, value in entry.items():
+            if "_minus_" not in method:
+                panels.setdefault((family, condition), {}).setdefault(method, []).append(
+                    (int(lag[3:]), value)
+                )
+    split = "validation" if document["settings"].get("validation") else "held-out"
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    for ax, ((family, condition), methods) in zip(axes[0], panels.items(), strict=True):
+        for method, points in methods.items():
+            points.sort(key=lambda p: p[0])
+            lags = [lag for lag, _ in points]
+            means = [v["mean"] for _, v in points]
+            low = [v["mean"] - (v["ci95"] or [v["mean"]])[0] for _, v in points]
+            high = [(v["ci95"] or [0, v["mean"]])[1] - v["mean"] for _, v in points]
+            ax.errorbar(
+                lags,
+                means,
+                yerr=[low, high],
+                marker="o",
+                capsize=4,
+                label=f"{method} ({points[0][1]['n']} seeds)",
+            )
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted({lag for pts in methods.values() for lag, _ in pts}))
+        ax.get_xaxis().set_major_formatter(plt.matplotlib.ticker.ScalarFormatter())
+        ax.set_xlabel("policy lag k (versions)")
+        ax.set_ylabel(f"final {split} success (mean of last 3 evaluations)")
+        ax.set_ylim(0, 1)
+        ax.set_title(f"SimDroid {family}, {condition}: mean, 95 % t")
+        ax.legend(fontsize=8)
+    save_figure(fig, path)
+
+
 if __name__ == "__main__":
     result = Path(sys.argv[1])
     plot_curves(json.loads(result.read_text()), result.with_suffix(".png"))

@@ -19,7 +19,8 @@ the mean over seeds with its 95 % t-interval, and each method − A-RIDE paired 
 
 ``--reuse`` takes the runs an earlier result of the same settings holds (after a change to one
 method, rerun only that one with ``--rerun``); it refuses a result whose settings or warm starts
-differ. Reused runs carry ``"reused": true``.
+differ. Reused runs carry ``"reused": true``. Beside the JSON, a plot of final success against the
+lag (``.png``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pathlib import Path
 
 from bench._common import write_result
 from bench._curve_settings import CurveSettings, add_curve_arguments, curve_settings
+from bench._curves import plot_staleness
 from bench._stats import fmt_interval, t_interval
 from bench.learning_curve import METHODS, method_job, run_jobs, warm_start_job
 
@@ -163,6 +165,7 @@ def main(argv: list[str] | None = None) -> None:
         "runs": runs,
     }
     out = write_result(args.out, document)
+    plot_staleness(document, out.with_suffix(".png"))
     for key, entry in summary.items():
         print(f"\n{key}: final held-out success, mean of the last 3 evaluations")
         for method in args.methods:
@@ -170,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
         for method in args.methods:
             if f"{method}_minus_aride" in entry:
                 print(f"  {method} − aride (paired): {fmt_interval(entry[f'{method}_minus_aride'])}")
-    print(f"\nwrote {out} in {document['wall_s']:.0f} s")
+    print(f"\nwrote {out} and {out.with_suffix('.png')} in {document['wall_s']:.0f} s")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ def test_a_tiny_run_end_to_end_reports_each_condition_and_lag(tmp_path):
     main(argv)
     document = json.loads(out.read_text())
     assert sorted(document["summary"]) == ["general/replay/lag2", "general/slowed/lag2"]
+    assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the plot beside it
     by_condition = {r["condition"]: r for r in document["runs"]}
     assert by_condition["replay"]["learner_config"]["max_policy_lag"] == 2
     assert by_condition["slowed"]["learner_config"]["max_policy_lag"] == 2 + 4
