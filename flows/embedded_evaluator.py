@@ -66,8 +66,11 @@ class EvaluatorThread:
             log.warning("the continuous evaluator failed: %s", exc)
             self.result["error"] = str(exc)
 
-    def finish(self) -> dict[str, Any]:
-        """Wait until it has scored the last version (the run's stop token is set by then)."""
+    def finish(self, *, abort: bool = False) -> dict[str, Any]:
+        """Wait until it has scored the last version (the run's stop token is set by then); with
+        `abort`, return at once: the daemon thread stops by the token after its current evaluation."""
+        if abort:
+            return {}
         self.thread.join()
         return self.result
 
@@ -89,11 +92,16 @@ class EvaluatorProcess:
             argv, stdin=subprocess.PIPE, env=env, preexec_fn=partial(_as_evaluator_child, nice)
         )
 
-    def finish(self, timeout_s: float = FINISH_TIMEOUT_S) -> dict[str, Any]:
+    def finish(self, timeout_s: float = FINISH_TIMEOUT_S, *, abort: bool = False) -> dict[str, Any]:
+        """The child's summary after it scored the newest version; with `abort` (the run is
+        unwinding from an error or a signal) or after SIGTERM/Ctrl-C, {} once it is stopped."""
         try:
-            if signalled():  # SIGTERM or Ctrl-C: the child stops at once, without a last evaluation
+            if abort or signalled():  # the child stops at once, without a last evaluation
                 self.process.terminate()
-                self.process.wait(timeout=30)
+                # A child at niceness 19 on a busy machine may not run its handler in time: the
+                # `finally` below kills it rather than let the wait's timeout escape the shutdown.
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.process.wait(timeout=30)
                 return {}
             return self._last_summary(timeout_s)
         finally:

@@ -190,13 +190,18 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
         if params.evaluate
         else None
     )
+    unwinding = True
     try:
         with monitor:
             run_phase = _run_sync if params.sync else _run_async
             outcome = run_phase(params, learner_params, run)
+        unwinding = False
     finally:
         run.set()  # the evaluator scores the last version, then stops
-        evaluated = scores.finish() if scores is not None else None
+        # Unwinding (an error, or SIGTERM: Prefect's handler raises in this flow before ours sees
+        # the signal, so `signalled()` is not yet set): stop the evaluator now. A last evaluation
+        # at niceness 19 on a busy machine would hold the exit for minutes.
+        evaluated = scores.finish(abort=unwinding) if scores is not None else None
         run.close()
     final = registry.resolve("latest") or warm  # there is one: the warm start at least
     # Stopped by SIGTERM or Ctrl-C: exit within seconds, not after an evaluation.

@@ -136,6 +136,16 @@ def test_the_embedded_evaluator_process_scores_at_low_priority_and_stops_when_as
     assert scorer.process.returncode == 0
 
 
+def test_an_aborted_embedded_evaluator_process_stops_without_a_last_evaluation(embedded_home: Path) -> None:
+    # train_local unwinding (an error, or SIGTERM caught first by Prefect's handler) must not wait
+    # for one more evaluation: a 1 s budget for it would otherwise come back as an error.
+    from flows.embedded_evaluator import EvaluatorProcess
+
+    scorer = EvaluatorProcess(PARAMS, nice=0)
+    assert scorer.finish(timeout_s=1, abort=True) == {}
+    assert scorer.process.returncode is not None
+
+
 def test_an_embedded_evaluator_process_that_dies_is_reported_not_awaited(embedded_home: Path) -> None:
     from flows.embedded_evaluator import EvaluatorProcess
 
