@@ -3,8 +3,9 @@
 Each returns the actor loss, the critic loss (step critic plus trajectory critic; none for gigpo),
 tensors for the metrics, and the trajectories' new priorities. A-RIDE (and decoupled PPO on
 Retrace's advantages) prioritize with DPER: the baselines return uniform priorities, so a
-prioritized replay samples their data uniformly, as DigiRL does. gigpo's advantages compare the episodes of a group with each other, so they are
-computed once on the whole batch (`group_advantages`) before it is split into micro-batches.
+prioritized replay samples their data uniformly, as DigiRL does. gigpo's advantages compare the
+episodes of a group with each other, so they are computed once on the whole batch
+(`group_advantages`) before it is split into micro-batches.
 
 `ALGORITHM_SPECS` holds one `AlgorithmSpec` per `Algorithm`: its objective and the traits the
 learner, the local loop and the learner task read (a critic, groups, whole episodes), so that no
@@ -30,7 +31,7 @@ from distrl_core.algos.losses import critic_loss, policy_loss, trajectory_critic
 from distrl_core.algos.masking import masked_mean
 from distrl_core.algos.priorities import dper_priority
 from distrl_core.algos.ratios import importance_ratios
-from distrl_core.algos.retrace import discounted_returns, retrace_targets
+from distrl_core.algos.retrace import RetraceTargets, discounted_returns, retrace_targets
 from distrl_core.learner.batch import StepBatch
 from distrl_core.learner.config import Algorithm, LearnerConfig
 from distrl_core.policy.types import EvalOutput
@@ -76,7 +77,9 @@ def _normalized(advantages: torch.Tensor, actor_mask: torch.Tensor) -> torch.Ten
     return torch.where(actor_mask, (advantages - mean) / std.clamp(min=1e-6), advantages)
 
 
-def _retrace(out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig):
+def _retrace(
+    out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: LearnerConfig
+) -> tuple[torch.Tensor, RetraceTargets]:
     """ρ = π/μ (B, T) and Retrace's targets, advantages and TD errors on these rows."""
     rho = importance_ratios(out.logp, batch.logp_mu, mask)
     values = out.values.detach()
@@ -95,7 +98,7 @@ def _retrace(out: EvalOutput, batch: StepBatch, mask: torch.Tensor, cfg: Learner
     return rho, retrace
 
 
-def _dper(retrace, out: EvalOutput, mask: torch.Tensor, cfg: LearnerConfig) -> torch.Tensor:
+def _dper(retrace: RetraceTargets, out: EvalOutput, mask: torch.Tensor, cfg: LearnerConfig) -> torch.Tensor:
     """(B,) DPER priorities from Retrace's TD errors, truncated ratios and the policy's entropy."""
     return dper_priority(
         retrace.td_errors, retrace.rho_bar, out.entropy.detach(), mask,
@@ -266,7 +269,6 @@ def _decoupled_ppo(
     if logp_prox is None:
         raise ValueError("decoupled_ppo needs log π_prox of the batch's actions; Learner.update passes it")
     actor_mask = mask & out.known
-    values = out.values.detach()
     if cfg.decoupled_retrace:
         # Retrace's off-policy-corrected advantages, targets and DPER priorities, as A-RIDE: only
         # the actor's weighting (clipped ratio, behaviour weight) is decoupled PPO's.
@@ -274,6 +276,7 @@ def _decoupled_ppo(
         advantages, targets = retrace.advantages, retrace.v_targets
         priorities = _dper(retrace, out, mask, cfg)
     else:
+        values = out.values.detach()
         targets = discounted_returns(
             batch.rewards, batch.dones, mask, cfg.gamma, _bootstrap(values, batch, mask)
         )
