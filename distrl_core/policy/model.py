@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from distrl_core.envs.observation import Observation
-from distrl_core.policy import generative, scoring
+from distrl_core.policy import encoder_scoring, generative, scoring
 from distrl_core.policy.backbone import (
     apply_lora,
     build_tiny_encoder,
@@ -123,7 +123,15 @@ class Policy:
         """A fresh policy: the tiny default (random weights from ``config.tiny.seed``) or a
         pretrained base (with LoRA when ``config.lora`` is set)."""
         config = config or PolicyConfig()
-        if config.base is None:
+        if config.encoder is not None:
+            from distrl_core.policy.encoder import load_encoder
+
+            assert config.base is not None  # PolicyConfig.validate
+            model, tokenizer = load_encoder(resolve_checkpoint_dir(config.base), config.encoder)
+            base = BaseInfo(
+                "pretrained", config.base, hash_checkpoint_files(resolve_checkpoint_dir(config.base))
+            )
+        elif config.base is None:
             tokenizer = tokenizer or default_tokenizer(config.tokenizer_extra_words)
             model = build_tiny_model(config.tiny, tokenizer)
             base = BaseInfo("tiny", config.tiny.__dict__.copy(), hash_state_dict(model, repr(len(tokenizer))))
@@ -237,6 +245,10 @@ class Policy:
         if was_training:
             self.eval()
         try:
+            if self.config.encoder is not None:
+                return encoder_scoring.act_encoder(
+                    self.parts(), observations, greedy=greedy, generator=self.generator
+                )
             if self.config.mode == "scoring":
                 return scoring.act_scoring(
                     self.parts(), observations, greedy=greedy, generator=self.generator
@@ -254,6 +266,8 @@ class Policy:
 
     def evaluate_steps(self, steps: Sequence[StepInput]) -> dict[str, torch.Tensor]:
         """Flat (N,) log π, entropy, values, trajectory logits and ``known`` for stored steps."""
+        if self.config.encoder is not None:
+            return encoder_scoring.evaluate_encoder(self.parts(), steps)
         if self.config.mode == "scoring":
             return scoring.evaluate_scoring(self.parts(), steps)
         return generative.evaluate_generative(self.parts(), steps)

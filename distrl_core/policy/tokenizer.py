@@ -21,6 +21,7 @@ __all__ = [
     "SPECIAL_TOKENS",
     "build_word_tokenizer",
     "match_flags",
+    "shares_words",
     "simdroid_corpus",
     "split_words",
 ]
@@ -98,6 +99,12 @@ def match_flags(
         else:
             flags.append(FLAG_MATCH if word in wanted else FLAG_OTHER)
     return flags
+
+
+def shares_words(instruction: str, text: str) -> bool:
+    """Whether ``text`` holds a word of the instruction (stop words and punctuation never count)."""
+    wanted = {_normal(w) for w in split_words(instruction) if w not in _STOPWORDS and w.isalnum()}
+    return any(_normal(w) in wanted for w in split_words(text))
 
 
 def simdroid_corpus(split: str = "train") -> list[str]:
