@@ -99,7 +99,7 @@ class EncoderBackbone(nn.Module):
 
     def __init__(self, encoder: nn.Module, tokenizer: Any, settings: EncoderSettings) -> None:
         super().__init__()
-        self.encoder = encoder
+        self.encoder: Any = encoder  # a Hugging Face encoder (BertModel): attributes typing cannot see
         self.tokenizer = tokenizer
         self.settings = settings
         layers = self._layers()

@@ -123,6 +123,7 @@ class Policy:
         """A fresh policy: the tiny default (random weights from ``config.tiny.seed``) or a
         pretrained base (with LoRA when ``config.lora`` is set)."""
         config = config or PolicyConfig()
+        model: nn.Module
         if config.encoder is not None:
             from distrl_core.policy.encoder import load_encoder
 
