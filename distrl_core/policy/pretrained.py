@@ -172,7 +172,7 @@ def resolve_base(base: str) -> str:
     """A packaged base's short name as its prepared folder (prepared now if needed); any other
     value (a folder, a hub id) unchanged."""
     prepare = PACKAGED_BASES.get(base.lower())
-    return str(prepare().path) if prepare is not None else base
+    return str(prepare().path.resolve()) if prepare is not None else base
 
 
 def is_encoder_folder(base: str) -> bool:
