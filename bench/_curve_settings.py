@@ -58,6 +58,9 @@ class CurveSettings:
     """WarmStartConfig overrides."""
     validation: bool = False
     """Evaluate on the validation split carved from the train tasks instead of the test split."""
+    validation_words: bool = False
+    """With ``validation``: hold out templates with words no fit template has
+    (``validation_split(words=True)``), the tiny vocabulary built from the fit tasks alone."""
     base: str | None = None
     """A pretrained base folder adapted with LoRA; None: the tiny default model."""
     behaviour_lag: int = 0
@@ -98,6 +101,11 @@ def add_curve_arguments(parser: argparse.ArgumentParser, *, env_steps: int = 800
     parser.add_argument("--warm-start-noise", type=float, default=0.3)
     parser.add_argument(
         "--validation", action="store_true", help="evaluate on a validation split of train, not on test"
+    )
+    parser.add_argument(
+        "--validation-words",
+        action="store_true",
+        help="with --validation: the split that holds out words too (the tiny vocabulary from fit tasks)",
     )
     parser.add_argument(
         "--learner", nargs="*", default=[], metavar="KEY=VALUE", help="LearnerConfig overrides"

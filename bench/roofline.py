@@ -138,15 +138,24 @@ def main() -> int:
     parser.add_argument("--out", default="bench/results/roofline.json")
     args = parser.parse_args()
     load_before = os.getloadavg()
+    # The machine is shared: the peak is measured again around every base and the best kept, so
+    # a share of peak is against what this machine gave at its least loaded moment of the run.
     peaks = {threads: matmul_peak(threads, max(args.repeats, 5)) for threads in args.threads}
-    for threads, peak in peaks.items():
-        print(f"matmul fp32, {threads} thread(s): {peak['gflops_peak']:.1f} GFLOP/s", flush=True)
     results = []
     for base in args.bases:
         for threads in args.threads:
             r = measure_base(base, threads, args.repeats, peaks[threads]["gflops_peak"])
+            again = matmul_peak(threads, max(args.repeats, 5))
+            if again["gflops_peak"] > peaks[threads]["gflops_peak"]:
+                peaks[threads] = again
+            r["loadavg_1min"] = round(os.getloadavg()[0], 2)
             results.append(r)
             print(json.dumps(r), flush=True)
+    for r in results:  # shares against the best peak seen at that thread count
+        if "achieved_gflops" in r:
+            r["share_of_peak"] = r["achieved_gflops"] / peaks[r["threads"]]["gflops_peak"]
+    for threads, peak in peaks.items():
+        print(f"matmul fp32, {threads} thread(s): {peak['gflops_peak']:.1f} GFLOP/s (best seen)", flush=True)
     payload = {
         "machine": {
             "platform": platform.platform(),

@@ -62,13 +62,15 @@ class StepLayout(Protocol):
 
 
 @functools.cache
-def default_tokenizer_corpus() -> tuple[str, ...]:
-    return tuple(simdroid_corpus("train"))
+def default_tokenizer_corpus(split: str = "train") -> tuple[str, ...]:
+    return tuple(simdroid_corpus(split))
 
 
-def default_tokenizer(extra_words: Sequence[str] = ()):
-    """The word-level tokenizer of the tiny default policy, built from SimDroid's train split."""
-    return build_word_tokenizer(default_tokenizer_corpus(), extra_words=[*PROMPT_WORDS, *extra_words])
+def default_tokenizer(extra_words: Sequence[str] = (), vocabulary: str = "train"):
+    """The word-level tokenizer of the tiny default policy, built from SimDroid's train split (or
+    the fit tasks of a validation split: ``PolicyConfig.vocabulary``)."""
+    corpus = default_tokenizer_corpus(vocabulary)
+    return build_word_tokenizer(corpus, extra_words=[*PROMPT_WORDS, *extra_words])
 
 
 def build_heads(config: PolicyConfig, model: nn.Module, tokenizer: Any) -> PolicyHeads:
@@ -133,7 +135,7 @@ class Policy:
                 "pretrained", config.base, hash_checkpoint_files(resolve_checkpoint_dir(config.base))
             )
         elif config.base is None:
-            tokenizer = tokenizer or default_tokenizer(config.tokenizer_extra_words)
+            tokenizer = tokenizer or default_tokenizer(config.tokenizer_extra_words, config.vocabulary)
             model = build_tiny_model(config.tiny, tokenizer)
             base = BaseInfo("tiny", config.tiny.__dict__.copy(), hash_state_dict(model, repr(len(tokenizer))))
         else:
