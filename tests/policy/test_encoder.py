@@ -207,3 +207,18 @@ def test_an_encoder_config_rejects_what_it_cannot_do():
         PolicyConfig(base="x", encoder=EncoderSettings(), lora=LoraSettings())
     with pytest.raises(ValueError, match="trainable_layers >= 0"):
         PolicyConfig(base="x", encoder=EncoderSettings(trainable_layers=-1))
+
+
+def test_the_switch_picks_the_encoder_path_for_an_encoder_folder(minilm_dir):
+    import argparse
+
+    from flows.cli_flows import _demo_options
+    from tasks.warm_start import policy_config_for
+
+    config = policy_config_for(str(minilm_dir), seed=3)
+    assert config.encoder is not None and config.lora is None and config.seed == 3
+    assert policy_config_for(None).base is None  # the tiny default stays the default
+    parser = argparse.ArgumentParser()
+    _demo_options(parser)
+    args = parser.parse_args(["--pretrained"])
+    assert args.options.build(args).base == "minilm"  # resolved to the unpacked folder by policy_config_for
