@@ -2,7 +2,8 @@
 save -> load with identical log-probs, the frozen-state cache (equal to recomputed values, never
 outliving a base change, bounded), bounded memory of an update, and unknown words.
 
-`make test` installs the package (the `pretrained-deps` target); without it these tests skip.
+`make test` installs the package (the `pretrained-deps` target); without it these tests skip. Those
+that load the base are marked slow.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ def _pooled(policy, texts):
         return pooled(policy.model, texts, None)[0]
 
 
+@pytest.mark.slow  # loads the 23 M-parameter base
 def test_the_packaged_weights_load_offline_and_know_language(policy, minilm_dir):
     from distrl_core.policy.pretrained import is_encoder_folder
 
@@ -98,6 +100,7 @@ def test_the_packaged_weights_load_offline_and_know_language(policy, minilm_dir)
     assert float(a @ b) > float(a @ c) + 0.1  # pretrained: paraphrases sit closer than other tasks
 
 
+@pytest.mark.slow  # loads the 23 M-parameter base
 def test_save_then_load_gives_identical_log_probs(policy, steps, tmp_path):
     from distrl_core.policy import load_policy, save_policy
 
@@ -115,6 +118,7 @@ def test_save_then_load_gives_identical_log_probs(policy, steps, tmp_path):
     assert torch.equal(before, after)
 
 
+@pytest.mark.slow  # loads the 23 M-parameter base
 def test_cached_frozen_states_equal_recomputed_ones(policy, steps):
     from distrl_core.policy.encoder_scoring import encoder_step
 
@@ -134,6 +138,7 @@ def test_cached_frozen_states_equal_recomputed_ones(policy, steps):
     assert torch.allclose(warm, cold, atol=1e-5, rtol=0)
 
 
+@pytest.mark.slow  # loads the 23 M-parameter base
 def test_a_base_change_never_reads_the_old_bases_cache(policy, steps):
     backbone = policy.model
     text = "task : open the clock | Button Clock"
@@ -183,6 +188,7 @@ def test_an_update_stays_within_bounded_memory(policy, steps):
     assert policy.model.cache.bytes <= policy.model.cache.max_bytes
 
 
+@pytest.mark.slow  # loads the 23 M-parameter base
 def test_unknown_words_stay_distinct_under_wordpiece(policy):
     from distrl_core.policy.model import default_tokenizer
 
@@ -209,6 +215,7 @@ def test_an_encoder_config_rejects_what_it_cannot_do():
         PolicyConfig(base="x", encoder=EncoderSettings(trainable_layers=-1))
 
 
+@pytest.mark.slow  # loads the 23 M-parameter base
 def test_the_switch_picks_the_encoder_path_for_an_encoder_folder(minilm_dir):
     import argparse
 
