@@ -63,7 +63,7 @@ class LearnerParams(BaseModel):
 
     learner_processes: int = Field(1, ge=1, le=MAX_PROCESSES, description=(
         "Processes the learner trains on (DDP: gloo on CPU, NCCL on GPUs); this one is rank 0 (replay, MLflow, "
-        "registry), torchrun starts the others; each trains on batch_size/learner_processes trajectories."
+        "registry) and starts the others on this machine; each trains on batch_size/learner_processes trajectories."
     ))  # fmt: skip
 
     _check_learner_config = field_validator("learner_config")(check_learner_config)

@@ -1,33 +1,39 @@
 """The learner on several processes (`LearnerParams.learner_processes` > 1).
 
 The `learn` flow's own process is rank 0: it keeps everything that does I/O (the DuckDB replay, the
-ingest, the MLflow run, the registry) and runs the flow's tasks as on one process. `torchrun`
-(`python -m torch.distributed.run`) starts the W - 1 follower ranks on this machine; they join the
-process group through a TCPStore that rank 0 serves. For each update rank 0 puts the union batch it
-drew (with its policy version and update count) in the store; every rank trains on its shard of
-it (`distrl_core/learner/distributed.py`, where DDP all-reduces the gradients), and rank 0 writes
-the priorities of the whole batch back and publishes. Followers never open the replay, MLflow or
-the registry: their weights come from rank 0 (the version it resumed from, as files in the store).
+ingest, the MLflow run, the registry) and runs the flow's tasks as on one process. It starts the
+W - 1 follower ranks on this machine, which join the process group through a TCPStore that rank 0
+serves on the loopback interface only; the group's own connections (gloo) are bound to loopback
+too. For each update rank 0 sends the union batch it drew (with its policy version and update
+count); every rank trains on its shard of it (`distrl_core/learner/distributed.py`, where DDP
+all-reduces the gradients), and rank 0 writes the priorities of the whole batch back and publishes.
+Followers never open the replay, MLflow or the registry: their weights come from rank 0.
+
+What crosses between ranks is never unpickled: rank 0 seals every message (`tasks/rank_channel.py`:
+JSON, ``.npy`` and Arrow IPC under an HMAC key that only the ranks it started hold) and broadcasts it
+as a tensor; the store carries rendezvous addresses and counters, never the policy or a batch.
+Followers are started directly rather than by ``torchrun --standalone``, whose rendezvous store
+listens on every interface and unpickles what it reads from it.
 
     ranks = LearnerRanks.start(learner, 2)
-    step = train_step(learner, ranks.sharing(sample, learner), replay.update_priorities)
+    step = train_step(learner, ranks.sharing(sample), replay.update_priorities)
     ranks.close()
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import logging
 import os
-import pickle
 import socket
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import timedelta
 from functools import partial
@@ -35,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import torch
 import torch.distributed as dist
 
@@ -44,105 +51,154 @@ from distrl_core.learner.learner import Learner
 from distrl_core.learner.step import Draw, train_step
 from distrl_core.policy import load_policy, save_policy
 from distrl_core.policy.defaults import configure_threads
+from tasks.rank_channel import KEY_ENV, Message, broadcast_bytes, key_from_env, new_key, seal, unseal
 
 log = logging.getLogger(__name__)
 
-JOIN_TIMEOUT_S = 300.0  # followers import torch and load the policy (a pretrained base: minutes)
+JOIN_TIMEOUT_S = 300.0  # followers import torch and connect; loading the policy comes after
 STOP_TIMEOUT_S = 60.0
 COLLECTIVE_TIMEOUT = timedelta(minutes=10)  # one update's all-reduce; followers idle in the store
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+LOOPBACK = "127.0.0.1"
+GLOO_INTERFACE_ENV = "GLOO_SOCKET_IFNAME"  # the interface gloo binds its connections to
 
 
 class LearnerRanks:
-    """Rank 0's side: the torchrun process, the store it serves and the command count."""
+    """Rank 0's side: the follower processes, the store it serves, the run's key, the command count."""
 
-    def __init__(self, process: subprocess.Popen[bytes], store: dist.TCPStore, learner: Learner) -> None:
-        self.process = process
+    def __init__(
+        self,
+        processes: list[subprocess.Popen[bytes]],
+        store: dist.TCPStore,
+        listener: socket.socket,
+        learner: Learner,
+        key: bytes,
+    ) -> None:
+        self.processes = processes
         self.store = store
+        self.listener = listener
         self.learner = learner
+        self.key = key
         self.commands = 0
 
     @classmethod
     def start(cls, learner: Learner, world: int) -> LearnerRanks:
-        """Launch `world - 1` followers with torchrun, wait until they joined, and make `learner`
-        train on rank 0's shard (`Learner.parallel`)."""
+        """Start `world - 1` followers, wait until they joined, send them the policy and make
+        `learner` train on rank 0's shard (`Learner.parallel`)."""
+        listener = _listen(LOOPBACK)
+        port = int(listener.getsockname()[1])
+        # The store serves on the socket bound above: TCPStore's own server listens on every interface.
         store = dist.TCPStore(
-            "127.0.0.1", _free_port(), is_master=True, wait_for_workers=False, timeout=COLLECTIVE_TIMEOUT
-        )
-        _put(store, "init", pickle.dumps(_init_message(learner)))
-        command = [
-            sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world - 1}",
-            "-m", "tasks.learner_ranks", f"--rank0=127.0.0.1:{store.port}", f"--world={world}",
-        ]  # fmt: skip
+            LOOPBACK, port, is_master=True, wait_for_workers=False, timeout=COLLECTIVE_TIMEOUT,
+            master_listen_fd=listener.fileno(),
+        )  # fmt: skip
+        key = new_key()
+        interface = _loopback_interface()
         env = os.environ | {
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")])),
+            KEY_ENV: key.hex(),  # the environment: argv is readable by every user in /proc
+            GLOO_INTERFACE_ENV: interface,
         }
-        process = subprocess.Popen(command, cwd=PROJECT_ROOT, env=env)
-        log.info("torchrun started %d follower learner rank(s) (pid %d)", world - 1, process.pid)
+        processes = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tasks.learner_ranks",
+                    f"--store={LOOPBACK}:{port}",
+                    f"--rank={rank}",
+                    f"--world={world}",
+                    f"--device={learner.device.type}",
+                ],
+                cwd=PROJECT_ROOT,
+                env=env,
+            )
+            for rank in range(1, world)
+        ]
+        log.info("started %d follower learner rank(s) (pids %s)", world - 1, [p.pid for p in processes])
         try:
-            _wait_for_followers(store, process, world - 1)
-            _init_group(learner.device, 0, world, store)
+            _wait_for_followers(store, processes, world - 1)
+            _init_group(learner.device, 0, world, store, interface)
+            broadcast_bytes(seal(key, *_init_message(learner)), learner.device)
             learner.parallel = DataParallel(learner.policy, 0, world)
         except BaseException:
-            _stop(process)
+            _stop(processes)
+            listener.close()
             raise
-        return cls(process, store, learner)
+        return cls(processes, store, listener, learner, key)
 
     def sharing(self, sample: Callable[[], Draw]) -> Callable[[], Draw]:
         """`sample`, then the draw sent to the followers (a replay not ready sends nothing)."""
 
         def draw() -> Draw:
             batch = sample()
-            self._send(("update", batch, self.learner.policy_version, self.learner.updates))
-            return batch
+            rows = batch.rows if isinstance(batch.rows, pa.Table) else pa.Table.from_pylist(batch.rows)
+            header = {
+                "kind": "update",
+                "policy_version": self.learner.policy_version,
+                "updates": self.learner.updates,
+            }
+            self._send(seal(self.key, header, {"keys": batch.keys, "is_weights": batch.is_weights}, rows))
+            return Draw(batch.keys, rows, batch.is_weights)  # every rank trains on the rows as sent
 
         return draw
 
     def close(self) -> None:
         """Stop the followers (they leave after their last update) and the process group."""
         try:
-            if self.process.poll() is None:
-                self._send(("stop",))
-            _stop(self.process)
+            if all(p.poll() is None for p in self.processes):
+                self._send(seal(self.key, {"kind": "stop"}))
+            _stop(self.processes)
         finally:
             self.learner.parallel = None
             if dist.is_initialized():
                 dist.destroy_process_group()
+            self.listener.close()
 
-    def _send(self, message: tuple[Any, ...]) -> None:
-        _put(self.store, f"cmd/{self.commands}", pickle.dumps(message))
-        if self.commands:  # every follower read it: it took part in that update's all-reduce
-            self.store.delete_key(f"cmd/{self.commands - 1}")
+    def _send(self, blob: bytes) -> None:
+        self.store.add("commands", 1)  # wakes the followers, who wait in the store, not in a collective
+        broadcast_bytes(blob, self.learner.device)
         self.commands += 1
 
 
-def _put(store: dist.Store, key: str, value: bytes) -> None:
-    store.set(key, value)  # type: ignore[arg-type]  # the binding takes bytes; its stub says str only
+def _listen(host: str) -> socket.socket:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((host, 0))
+    listener.listen(128)
+    return listener
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def _loopback_interface() -> str:
+    """The name of the interface that holds 127.0.0.1 (`lo` on Linux)."""
+    names = [name for _, name in socket.if_nameindex()]
+    for candidate in ("lo", "lo0"):
+        if candidate in names:
+            return candidate
+    raise RuntimeError(f"no loopback interface among {names}: several learner processes need one")
 
 
-def _init_message(learner: Learner) -> dict[str, Any]:
+def _init_message(learner: Learner) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """What a follower builds its learner from: rank 0's version files (a tar) and config."""
     buffer = io.BytesIO()
     with tempfile.TemporaryDirectory() as tmp, tarfile.open(fileobj=buffer, mode="w") as tar:
         save_policy(learner.policy, Path(tmp) / "policy")
         tar.add(Path(tmp) / "policy", arcname="policy")
-    return {"policy": buffer.getvalue(), "config": learner.config.to_dict(), "device": learner.device.type}
+    policy = np.frombuffer(buffer.getvalue(), dtype=np.uint8)
+    return {"kind": "init", "config": learner.config.to_dict()}, {"policy": policy}
 
 
-def _wait_for_followers(store: dist.TCPStore, process: subprocess.Popen[bytes], followers: int) -> None:
+def _wait_for_followers(
+    store: dist.TCPStore, processes: list[subprocess.Popen[bytes]], followers: int
+) -> None:
     deadline = time.monotonic() + JOIN_TIMEOUT_S
     while store.add("ready", 0) < followers:
-        if process.poll() is not None:
-            raise RuntimeError(
-                f"torchrun exited with code {process.returncode} before its {followers} learner rank(s) "
-                "joined (its output is above); with learner_processes=1 the learner runs in this process"
-            )
+        for process in processes:
+            if process.poll() is not None:
+                raise RuntimeError(
+                    f"a follower learner rank exited with code {process.returncode} before the {followers} "
+                    "rank(s) joined (its output is above); with learner_processes=1 the learner runs in this process"
+                )
         if time.monotonic() > deadline:
             raise TimeoutError(
                 f"the {followers} follower learner rank(s) did not join within {JOIN_TIMEOUT_S:.0f} s"
@@ -150,72 +206,110 @@ def _wait_for_followers(store: dist.TCPStore, process: subprocess.Popen[bytes], 
         time.sleep(0.2)
 
 
-def _init_group(device: torch.device, rank: int, world: int, store: dist.Store) -> None:
-    backend = "nccl" if device.type == "cuda" else "gloo"
-    group_store = dist.PrefixStore("group", store)
-    dist.init_process_group(
-        backend, store=group_store, rank=rank, world_size=world, timeout=COLLECTIVE_TIMEOUT
-    )
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
+@contextlib.contextmanager
+def _gloo_interface(interface: str) -> Iterator[None]:
+    """Gloo reads the interface to bind to from the environment when a group is made."""
+    before = os.environ.get(GLOO_INTERFACE_ENV)
+    os.environ[GLOO_INTERFACE_ENV] = interface
     try:
-        process.wait(timeout=STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        log.warning("torchrun did not stop within %.0f s; terminating it", STOP_TIMEOUT_S)
-        process.terminate()
-        process.wait(timeout=STOP_TIMEOUT_S)
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(GLOO_INTERFACE_ENV, None)
+        else:
+            os.environ[GLOO_INTERFACE_ENV] = before
 
 
-# ----- the follower ranks (run by torchrun) -----------------------------------------------------------
+def _init_group(device: torch.device, rank: int, world: int, store: dist.Store, interface: str) -> None:
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    with _gloo_interface(interface):
+        dist.init_process_group(
+            backend,
+            store=dist.PrefixStore("group", store),
+            rank=rank,
+            world_size=world,
+            timeout=COLLECTIVE_TIMEOUT,
+        )
 
 
-def follow(rank0: str, world: int) -> int:
-    """A follower's life: build the learner from rank 0's files, join, train on each draw rank 0
+def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    for process in processes:
+        try:
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            log.warning("a follower learner rank did not stop within %.0f s; terminating it", STOP_TIMEOUT_S)
+            process.terminate()
+            process.wait(timeout=STOP_TIMEOUT_S)
+
+
+# ----- the follower ranks (started by rank 0) ---------------------------------------------------------
+
+
+def follow(store_address: str, rank: int, world: int, device_type: str) -> int:
+    """A follower's life: join, build the learner from rank 0's files, train on each draw rank 0
     sends until it says stop (or its store goes away: rank 0 ended). Returns the updates made."""
-    rank = int(os.environ["RANK"]) + 1  # torchrun numbers its own processes from 0; 0 is the flow's
-    host, port = rank0.rsplit(":", 1)
+    key = key_from_env()
+    host, port = store_address.rsplit(":", 1)
     store = dist.TCPStore(host, int(port), is_master=False, timeout=COLLECTIVE_TIMEOUT)
-    learner = _follower_learner(pickle.loads(store.get("init")), rank)
+    device = _follower_device(device_type, rank)
     store.add("ready", 1)
-    _init_group(learner.device, rank, world, store)
+    _init_group(device, rank, world, store, os.environ.get(GLOO_INTERFACE_ENV, _loopback_interface()))
+    learner = _follower_learner(_expect(unseal(key, broadcast_bytes(None, device)), "init"), device, rank)
     learner.parallel = DataParallel(learner.policy, rank, world)
     updates = 0
     try:
-        while (message := pickle.loads(_next_command(store, updates)))[0] == "update":
-            _, draw, learner.policy_version, learner.updates = message
+        while (message := _next_message(store, key, updates, device)).header["kind"] == "update":
+            draw = Draw(message.arrays["keys"], message.table, message.arrays["is_weights"])
+            learner.policy_version, learner.updates = (
+                message.header["policy_version"],
+                message.header["updates"],
+            )
             train_step(learner, partial(_given, draw), _discard)
             updates += 1
+        _expect(message, "stop")
     finally:
         dist.destroy_process_group()
     return updates
 
 
-def _follower_learner(init: dict[str, Any], rank: int) -> Learner:
-    device = "cpu"
-    if init["device"] == "cuda":
-        index = rank % torch.cuda.device_count()
-        torch.cuda.set_device(index)
-        device = f"cuda:{index}"
+def _follower_device(device_type: str, rank: int) -> torch.device:
+    if device_type != "cuda":
+        return torch.device("cpu")
+    index = rank % torch.cuda.device_count()
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
+
+
+def _follower_learner(init: Message, device: torch.device, rank: int) -> Learner:
     with tempfile.TemporaryDirectory() as tmp:
-        with tarfile.open(fileobj=io.BytesIO(init["policy"])) as tar:
+        with tarfile.open(fileobj=io.BytesIO(init.arrays["policy"].tobytes())) as tar:
             tar.extractall(tmp, filter="data")
-        policy = load_policy(Path(tmp) / "policy", device=device)
+        policy = load_policy(Path(tmp) / "policy", device=str(device))
     # Followers never publish: no weight average to keep.
-    config = replace(LearnerConfig(**init["config"]), weight_average_decay=0.0)
+    config = replace(LearnerConfig(**init.header["config"]), weight_average_decay=0.0)
     learner = Learner(policy, config)
     torch.manual_seed(config.seed + rank)  # word dropout: each rank its own masks
     return learner
 
 
-def _next_command(store: dist.TCPStore, number: int) -> bytes:
-    """Command `number`, however long rank 0 idles for (a replay not ready); a non-blocking check
-    with back-off, since a timed-out wait logs a warning per poll. Raises when rank 0 is gone."""
-    key, pause = f"cmd/{number}", 0.0005
-    while not store.check([key]):
+def _expect(message: Message, kind: str) -> Message:
+    if message.header.get("kind") != kind:
+        raise RuntimeError(
+            f"expected a {kind!r} message from learner rank 0, got {message.header.get('kind')!r}"
+        )
+    return message
+
+
+def _next_message(store: dist.TCPStore, key: bytes, number: int, device: torch.device) -> Message:
+    """Message `number`, however long rank 0 idles for (a replay not ready): the store's counter is
+    polled with back-off, and the broadcast entered only once rank 0 is about to send. Raises when
+    rank 0 is gone, and on a message not sealed with this run's key."""
+    pause = 0.0005
+    while store.add("commands", 0) <= number:
         time.sleep(pause)
         pause = min(pause * 2, 0.05)
-    return store.get(key)
+    return unseal(key, broadcast_bytes(None, device))
 
 
 def _given(draw: Draw) -> Draw:
@@ -227,13 +321,15 @@ def _discard(_keys: np.ndarray, _priorities: np.ndarray) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="A follower rank of the learner (started by torchrun).")
-    parser.add_argument("--rank0", required=True, help="host:port of rank 0's store")
+    parser = argparse.ArgumentParser(description="A follower rank of the learner (started by rank 0).")
+    parser.add_argument("--store", required=True, help="host:port of rank 0's store")
+    parser.add_argument("--rank", type=int, required=True, help="this process's rank, 1..world-1")
     parser.add_argument("--world", type=int, required=True, help="learner processes, rank 0 included")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="rank 0's device type")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s learner-rank %(message)s")
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s learner-rank-{args.rank} %(message)s")
     configure_threads("learner")  # as rank 0 (DISTRL_LEARNER_THREADS, else torch's default)
-    log.info("stopped after %d updates", follow(args.rank0, args.world))
+    log.info("stopped after %d updates", follow(args.store, args.rank, args.world, args.device))
 
 
 if __name__ == "__main__":
