@@ -309,7 +309,7 @@ def build_parser(flow_options: bool | str = True) -> argparse.ArgumentParser:
     fake.add_argument("--host", default="127.0.0.1")
     fake.add_argument(
         "--console-port",
-        type=int,
+        type=port,
         default=5554,
         help="first emulator console port; device i is emulator-<port+2i> with its console there, "
         "so `adb emu` finds it (0: free ports, which `adb emu` cannot find)",
