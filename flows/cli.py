@@ -24,6 +24,7 @@ from flows.cli_errors import (
     user_error_message,
 )
 from flows.cli_flows import FLOW_OPTIONS, HOME, environment_kept
+from flows.cli_setup import add_setup_commands
 
 if TYPE_CHECKING:
     from flows.up import Stack
@@ -299,6 +300,7 @@ def build_parser(flow_options: bool | str = True) -> argparse.ArgumentParser:
     fake.add_argument("--seed", type=int, default=0)
     fake.add_argument("--host", default="127.0.0.1")
     fake.set_defaults(func=_cmd_fake_adb)
+    add_setup_commands(sub)
 
     for name, (add_options, _) in FLOW_OPTIONS.items():
         if flow_options is True or flow_options == name:
