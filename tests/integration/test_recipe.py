@@ -41,7 +41,7 @@ HEALTH = {"head-s3": "/moto-api/", "head-mlflow": "/health", "head-prefect": "/a
 WORKERS = {"head": "learner-gpu", "collector": "collectors-a"}  # host -> its work pool
 BUCKET = "distrl-recipe"
 SETUP_TIMEOUT_S = 300.0
-RUN_TIMEOUT_S = 420.0
+RUN_TIMEOUT_S = 900.0  # a loaded machine: the warm start alone took 150 s at a load of 27 on 2 cores
 
 
 def recipe_blocks() -> dict[str, str]:
@@ -231,7 +231,7 @@ def _wait(what: str, check, hosts: Hosts, timeout_s: float):
 @pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.netns
-@pytest.mark.timeout(1200)
+@pytest.mark.timeout(1800)
 def test_the_multi_machine_recipe_runs_as_written(tmp_path: Path) -> None:
     reason = unavailable()  # probed here, not at collection: it creates (and deletes) a namespace
     if reason is not None:
