@@ -225,7 +225,7 @@ def _wait(what: str, check, hosts: Hosts, timeout_s: float):
         if dead or time.monotonic() > deadline:
             why = f"{dead} exited" if dead else f"not within {timeout_s:.0f} s"
             raise AssertionError(f"{why} while waiting for {what}\n{hosts.tails()}")
-        time.sleep(3)
+        time.sleep(10)  # each look is a SQL query over S3 and a registry search: not too often
 
 
 @pytest.mark.slow
