@@ -24,6 +24,7 @@ from flows.cli_errors import (
     user_error_message,
 )
 from flows.cli_flows import FLOW_OPTIONS, HOME, environment_kept
+from flows.cli_setup import add_setup_commands
 
 if TYPE_CHECKING:
     from flows.up import Stack
@@ -315,6 +316,7 @@ def build_parser(flow_options: bool | str = True) -> argparse.ArgumentParser:
         "so `adb emu` finds it (0: free ports, which `adb emu` cannot find)",
     )
     fake.set_defaults(func=_cmd_fake_adb)
+    add_setup_commands(sub)
 
     for name, (add_options, _) in FLOW_OPTIONS.items():
         if flow_options is True or flow_options == name:
