@@ -26,7 +26,7 @@ from distrl_core.learner.learner import Learner
 from distrl_core.learner.losses import loss_type
 from distrl_core.learner.step import Draw, train_step
 from distrl_core.learner.task_stats import options_active
-from distrl_core.rollout import RolloutConfig, RolloutResult, run_episodes
+from distrl_core.rollout import ActFn, Actor, RolloutConfig, RolloutResult, run_episodes
 
 __all__ = ["InMemoryReplay", "LoopConfig", "RoundResult", "evaluate_success", "train_rounds"]
 
@@ -142,7 +142,7 @@ class RoundResult:
 
 
 def evaluate_success(
-    policy,
+    policy: Actor | ActFn,
     tasks: Sequence[Task],
     env: SimDroidEnvConfig,
     *,
