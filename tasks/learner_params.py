@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_va
 
 from distrl_core.learner.config import Algorithm, LearnerConfig, learner_config
 from distrl_core.learner.distributed import batch_split_problem
-from distrl_core.learner.objectives import algorithm_spec
+from distrl_core.learner.losses import loss_type
 from tasks.bounds import MAX_BATCH, MAX_MINUTES, MAX_PROCESSES, MAX_SECONDS, MAX_SEED, MAX_UPDATES
 
 
@@ -82,7 +82,7 @@ class LearnerParams(BaseModel):
                 "proximal_policy='average' reads the weight average that only the first learner process "
                 "keeps; with learner_processes > 1 use proximal_policy='update_start'"
             )
-        if algorithm_spec(self.algorithm).needs_whole_episodes and self.window is not None:
+        if loss_type(self.algorithm).traits.needs_whole_episodes and self.window is not None:
             raise ValueError(
                 f"algorithm {self.algorithm!r} compares whole episodes' returns, but window={self.window} "
                 "samples pieces of them; set window=None"
