@@ -215,7 +215,7 @@ class Followers:
             GLOO_INTERFACE_ENV: interface,
         }
         self.restarts = 0
-        self.processes = [self._spawn(i) for i in range(count)]
+        self.processes = [self._spawn(first_local_rank + i) for i in range(count)]
 
     def _spawn(self, local_rank: int) -> subprocess.Popen[bytes]:
         argv = [
@@ -234,7 +234,7 @@ class Followers:
                     "follower learner rank (local %d) exited with %s; restarting it", i, process.returncode
                 )
                 self.restarts += 1
-                self.processes[i] = self._spawn(i)
+                self.processes[i] = self._spawn(self.first_local_rank + i)
                 restarted.append(i)
         return restarted
 

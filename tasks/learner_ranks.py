@@ -104,7 +104,7 @@ class LearnerRanks:
         self.generation, self.world, self.tickets_seen, self.commands = 0, 1, 0, 0
         self.followers = Followers(
             f"{network.address}:{self.port}", local_processes - 1, learner.device.type, self.interface,
-            self.key, network.max_restarts,
+            self.key, network.max_restarts, first_local_rank=1,
         )  # fmt: skip
 
     @classmethod
