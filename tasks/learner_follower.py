@@ -206,9 +206,18 @@ class Followers:
     """Follower processes on this host; `restart_dead` replaces the ones that failed."""
 
     def __init__(
-        self, head: str, count: int, device: str, interface: str, key: bytes, max_restarts: int
+        self,
+        head: str,
+        count: int,
+        device: str,
+        interface: str,
+        key: bytes,
+        max_restarts: int,
+        first_local_rank: int = 0,
     ) -> None:
+        """`first_local_rank`: 1 on rank 0's host, whose process holds local rank 0 (its first GPU)."""
         self.head, self.device, self.max_restarts = head, device, max_restarts
+        self.first_local_rank = first_local_rank
         self.env = os.environ | {
             "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")])),
             KEY_ENV: key.hex(),  # the environment: argv is readable by every user in /proc
