@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from bench import netns
 from distrl_core.learner import Learner, LearnerConfig
-from distrl_core.learner.step import Draw, train_step
+from distrl_core.learner.step import Draw
 from distrl_core.policy import load_policy, save_policy
 from storage.replay import Replay
 from storage.replay_config import ReplaySettings
@@ -121,8 +121,7 @@ def test_an_outsider_on_this_host_can_neither_read_the_policy_nor_run_code_in_a_
         assert _attack_store(ranks.store.port, marker) == []  # nothing of the run lives in the store
         for seed in (5, 6):
             batch = replay.sample(8, beta=0.4, seed=seed)
-            draw = ranks.sharing(lambda b=batch: Draw(b.slots, b.steps, b.is_weights))
-            train_step(learner, draw, replay.update_priorities)
+            ranks.train_step(lambda b=batch: Draw(b.slots, b.steps, b.is_weights), replay.update_priorities)
     finally:
         ranks.close()
         replay.close()

@@ -34,7 +34,9 @@ def _replay(rows: list[dict], root: Path) -> Replay:
     return replay
 
 
-def _train(learner: Learner, replay: Replay, sample, out: Path) -> np.ndarray:
+def _train(
+    learner: Learner, replay: Replay, sample, out: Path, ranks: LearnerRanks | None = None
+) -> np.ndarray:
     """One update on the replay's draw, its priorities written back; the published files in `out`."""
     written: list[np.ndarray] = []
 
@@ -42,7 +44,10 @@ def _train(learner: Learner, replay: Replay, sample, out: Path) -> np.ndarray:
         replay.update_priorities(slots, priorities)
         written.append(priorities)
 
-    train_step(learner, sample, write_back)
+    if ranks is None:
+        train_step(learner, sample, write_back)
+    else:
+        ranks.train_step(sample, write_back)
     with learner.averaged() as policy:
         save_policy(policy, out)
     return written[0]
@@ -65,8 +70,8 @@ def test_a_follower_makes_rank_0_write_and_publish_the_single_process_update(
     learner = Learner(load_policy(tmp_path / "v1"), LearnerConfig(**CONFIG))
     ranks = LearnerRanks.start(learner, 2)
     try:
-        assert [p.args[2] for p in ranks.processes] == ["tasks.learner_ranks"]  # started by rank 0
-        got = _train(learner, replay, ranks.sharing(lambda: draw_from(replay)), tmp_path / "ddp-v2")
+        assert [p.args[2] for p in ranks.processes] == ["tasks.learner_follower"]  # started by rank 0
+        got = _train(learner, replay, lambda: draw_from(replay), tmp_path / "ddp-v2", ranks)
     finally:
         ranks.close()
     assert [p.returncode for p in ranks.processes] == [0] and learner.parallel is None
