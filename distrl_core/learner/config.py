@@ -20,7 +20,7 @@ __all__ = ["ALGORITHMS", "DEFAULT_MICRO_BATCH_SIZE", "Algorithm", "LearnerConfig
 
 Algorithm = Literal["aride", "digirl", "filtered_bc", "gigpo", "decoupled_ppo"]
 """The training methods the learner implements (the one list of them)."""
-ALGORITHMS: tuple[str, ...] = get_args(Algorithm)
+ALGORITHMS: tuple[Algorithm, ...] = get_args(Algorithm)
 ProximalPolicy = Literal["update_start", "average"]
 """Where decoupled PPO's proximal policy comes from (``LearnerConfig.proximal_policy``)."""
 PROXIMAL_POLICIES: tuple[str, ...] = get_args(ProximalPolicy)
