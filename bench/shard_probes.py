@@ -19,8 +19,10 @@ import io
 import os
 import sys
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -211,6 +213,109 @@ def _sampled_out_of_range(replay) -> int:
     bad = pc.or_(bad, pc.invert(pc.is_finite(logprob)))
     bad = pc.or_(bad, pc.greater(steps.column("policy_version"), min(NEWEST_VERSION, MAX_POLICY_VERSION)))
     return int(pc.sum(bad.cast(pa.int64())).as_py() or 0)
+
+
+def sql_special_files_probe(store: Store, timeout_s: float = 120.0) -> dict[str, int]:
+    """`distrl sql` (a child process) over a local store with the special files and a restored copy
+    of a shard: counts what blocked or failed, what was not named once, escaped, and the steps
+    counted twice."""
+    import shutil
+    import subprocess
+
+    from storage.catalog import list_shards
+
+    write_synthetic_episodes(store, 6, flush=3, seed=4)
+    shard = next(s.path for s in list_shards(store))
+    planted = plant_special_files(store)
+    expected = _sql_steps(store)  # before the copy: the copy must add nothing
+    shutil.copy(shard, Path(shard).with_name("restored-000000-copy.parquet"))
+    query = ["sql", "SELECT count(*) FROM steps", "--store", store.uri, "--format", "csv"]
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "flows.cli", *query],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=env,
+        )
+    except subprocess.TimeoutExpired:
+        return {
+            "attempts": len(planted) + 1,
+            "corrupt": len(planted),
+            "lost": expected,
+            "crashed": 1,
+            "leaked": 0,
+        }
+    lines = done.stderr.splitlines()
+    unnamed = 0
+    for path, kind in planted.items():
+        if "escape" not in kind:  # that one is a readable shard: read, its name never printed raw
+            escaped = path.replace("\x1b", "\\x1b").replace("\x07", "\\x07").replace("\n", "\\x0a")
+            unnamed += sum(escaped in line for line in lines) != 1
+    answer = done.stdout.split()[-1] if done.stdout.split() else "0"
+    raw = sum("\x1b" in line or not line.startswith("warning: ") for line in lines)
+    return {
+        "attempts": len(planted) + 1,
+        "corrupt": unnamed,
+        "lost": abs(int(answer) - expected) if answer.isdigit() else expected,
+        "crashed": int(done.returncode != 0),
+        "leaked": raw,
+    }
+
+
+def _sql_steps(store: Store) -> int:
+    from storage.sql_views import open_sql
+
+    session = open_sql(store, warn=False)
+    try:
+        return int(session.query("SELECT count(*) FROM steps").column(0)[0].as_py())
+    finally:
+        session.close()
+
+
+class FaultContext(Protocol):
+    """What a row of bench/faults.py gets: a fresh store of a kind, and the bench's count."""
+
+    kills: int
+
+    def store(self, kind: str) -> Store: ...
+
+
+def _hostile_shards(kind: str) -> Callable[[FaultContext], dict[str, Any]]:
+    def scenario(ctx: FaultContext) -> dict[str, Any]:
+        from bench.faults_env import row  # the environment side's imports only when the bench runs
+
+        probe = hostile_ingest_probe(ctx.store(kind), rounds=max(1, ctx.kills // 10))
+        return row(
+            f"hostile_shards_learner_{kind}",
+            probe.attempts,
+            corrupt=probe.unnamed,
+            lost=probe.lost,
+            crashed=probe.crashed + probe.refailed,
+            leaked=probe.out_of_range,
+            detail="; ".join(probe.detail) or "each quarantined or skipped, rule named; samples in range",
+        )
+
+    scenario.__name__ = f"hostile_shards_learner_{kind}"
+    return scenario
+
+
+def sql_special_files_local(ctx: FaultContext) -> dict[str, Any]:
+    from bench.faults_env import row
+
+    found = sql_special_files_probe(ctx.store("local"))
+    return row("sql_special_files_local", **found, detail="left out once each, escaped; a copy counted once")
+
+
+# Rows of bench/faults.py (its table's columns: see there). Learner: values out of range, broken
+# episodes, a text bomb (and locally FIFOs, device links, glob and escape-laden names) among good
+# shards, ingested, sampled, restarted. SQL: the special files and a restored copy of a shard.
+SCENARIOS: list[Callable[[FaultContext], dict[str, Any]]] = [
+    _hostile_shards("local"),
+    _hostile_shards("s3"),
+    sql_special_files_local,
+]
 
 
 def _bomb_rss(store_uri: str) -> None:

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bench.shard_probes import (
     BROKEN,
     NEWEST_VERSION,
@@ -167,3 +169,35 @@ def test_the_probe_finds_nothing_lost_unnamed_or_out_of_range(local_store: Store
         0,
         0,
     ), probe.detail
+
+
+@pytest.mark.slow  # MLflow on SQLite and a tiny policy
+def test_the_learner_trains_past_a_nan_shard_and_an_unpublished_version(
+    tmp_path, monkeypatch, local_store: Store, make_policy
+) -> None:
+    """Before: the NaN reward failed the first block (`priorities must be finite`) at every restart."""
+    from distrl_core.policy import save_policy
+    from storage.registry import PolicyRegistry
+    from tasks.learner import LearnerParams, close_learner, ingest_shards, open_learner, train_block
+
+    monkeypatch.setenv("DISTRL_STORE_URI", local_store.uri)
+    monkeypatch.setenv("DISTRL_MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("DISTRL_MLFLOW_CACHE_DIR", str(tmp_path / "policy-cache"))
+    monkeypatch.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    registry = PolicyRegistry()
+    save_policy(make_policy(), tmp_path / "v")
+    assert registry.publish(tmp_path / "v", run_id=registry.start_run("learner")) == 1
+    good = fill(local_store, 6)  # version 1
+    hostile = hostile_shards(local_store)
+    chosen = {k: hostile[k] for k in hostile if "/nan_reward-" in k or "/unpublished_version-" in k}
+    for path, (payload, _) in chosen.items():
+        atomic_put(local_store, path, payload)  # versions 1 and 6: 6 was never published
+    params = LearnerParams(algorithm="aride", batch_size=2, background_ingest=False)
+    session = open_learner(params, ReplaySettings(min_size_steps=1, samples_per_insert=None))
+    try:
+        report = ingest_shards.fn(session)
+        assert report["quarantined"] == 2 and report["episodes"] == len(good)
+        metrics = train_block.fn(session, updates=2)
+        assert session.learner.updates == 2, metrics
+    finally:
+        close_learner(session)
