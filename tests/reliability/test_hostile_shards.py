@@ -201,3 +201,44 @@ def test_the_learner_trains_past_a_nan_shard_and_an_unpublished_version(
         assert session.learner.updates == 2, metrics
     finally:
         close_learner(session)
+
+
+def test_pages_too_large_uncompressed_are_refused_from_the_footer(local_store: Store, monkeypatch) -> None:
+    """A shard without dictionary encoding declares its pages' size in the footer: refused unread."""
+    import io
+
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    import storage.catalog
+    from storage.synthetic import synthetic_episode
+
+    table = synthetic_episode(np.random.default_rng(5), n_steps=40)
+    sink = io.BytesIO()
+    pq.write_table(table, sink, use_dictionary=False, compression="zstd")
+    path = local_store.path("trajectories", "pool=pool_a", "date=2026-11-01", "plain-000000-big.parquet")
+    atomic_put(local_store, path, sink.getvalue())
+    monkeypatch.setattr(storage.catalog, "MAX_SHARD_BYTES", 2_000)
+    with Replay(local_store, SETTINGS) as replay:
+        assert replay.ingest().quarantined == 1
+        (reason,) = replay.con.execute("SELECT reason FROM shards").fetchone()
+    assert "uncompressed" in reason and "MAX_SHARD_BYTES" in reason
+
+
+def test_a_shard_that_alone_exceeds_the_replay_memory_limit_is_quarantined(local_store: Store) -> None:
+    from storage.sql_limits import SqlSettings
+
+    good = fill(local_store, 3, flush=3)
+    big = hostile_shards(local_store)  # any shard will do; give it 8 MB of text
+    path = next(iter(big)).replace("nan_reward", "large")
+    from bench.shard_probes import text_bomb
+
+    atomic_put(local_store, path, text_bomb(rows=400, value_bytes=40_000))  # 16 MB decoded
+    limits = SqlSettings(memory_limit="8MB", max_spill=0)
+    with Replay(local_store, SETTINGS, limits=limits) as replay:
+        report = replay.ingest()
+        reasons = dict(
+            replay.con.execute("SELECT path, reason FROM shards WHERE status = 'quarantined'").fetchall()
+        )
+    assert report.episodes == len(good) and set(reasons) == {path}
+    assert "DISTRL_SQL_MEMORY_LIMIT" in reasons[path] or "DISTRL_SQL_MAX_SPILL" in reasons[path]
