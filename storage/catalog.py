@@ -170,19 +170,25 @@ def _open(store: Store, path: str):
     return os.fdopen(fd, "rb")
 
 
-def _check_footer_sizes(metadata: pq.FileMetaData, source: str) -> None:
-    """Refuse by the footer alone what would not fit: too many rows, or pages that decompress to
-    more than `MAX_SHARD_BYTES`, before a single page is read."""
-    if metadata.num_rows > MAX_SHARD_ROWS:
-        raise SchemaError(f"{source}: {metadata.num_rows} rows; at most {MAX_SHARD_ROWS} (MAX_SHARD_ROWS)")
+def check_footer_sizes(
+    metadata: pq.FileMetaData,
+    source: str,
+    *,
+    max_rows: int = MAX_SHARD_ROWS,
+    max_bytes: int = MAX_SHARD_BYTES,
+) -> None:
+    """Refuse by the footer alone what would not fit: more than `MAX_SHARD_ROWS` rows, or pages that
+    decompress to more than `MAX_SHARD_BYTES`, before a single page is read."""
+    if metadata.num_rows > max_rows:
+        raise SchemaError(f"{source}: {metadata.num_rows} rows; at most {max_rows} (MAX_SHARD_ROWS)")
     pages = sum(
         metadata.row_group(g).column(c).total_uncompressed_size
         for g in range(metadata.num_row_groups)
         for c in range(metadata.num_columns)
     )
-    if pages > MAX_SHARD_BYTES:
+    if pages > max_bytes:
         raise SchemaError(
-            f"{source}: pages of {pages} bytes uncompressed; at most {MAX_SHARD_BYTES} (MAX_SHARD_BYTES)"
+            f"{source}: pages of {pages} bytes uncompressed; at most {max_bytes} (MAX_SHARD_BYTES)"
         )
 
 
@@ -202,7 +208,7 @@ def read_shard(
         # 100k indices and one value, not 2 GB.
         footer = pq.ParquetFile(fh)
         check_schema_version(footer.schema_arrow.metadata, source=source)
-        _check_footer_sizes(footer.metadata, source)
+        check_footer_sizes(footer.metadata, source)
         strings = [name for name in VARIABLE_WIDTH_COLUMNS if name in footer.schema_arrow.names]
         parquet = pq.ParquetFile(fh, metadata=footer.metadata, read_dictionary=strings)
         table = parquet.read(columns=list(columns) if columns is not None else None)
@@ -223,7 +229,7 @@ def check_footer(store: Store, path: str) -> pa.Schema:
         schema, metadata = parquet.schema_arrow, parquet.metadata
     check_schema_version(schema.metadata, source=store.url(path))
     validate_schema(schema, source=store.url(path))
-    _check_footer_sizes(metadata, store.url(path))
+    check_footer_sizes(metadata, store.url(path))
     return schema
 
 

@@ -203,26 +203,25 @@ def test_the_learner_trains_past_a_nan_shard_and_an_unpublished_version(
         close_learner(session)
 
 
-def test_pages_too_large_uncompressed_are_refused_from_the_footer(local_store: Store, monkeypatch) -> None:
+def test_pages_too_large_uncompressed_are_refused_from_the_footer() -> None:
     """A shard without dictionary encoding declares its pages' size in the footer: refused unread."""
     import io
 
     import numpy as np
     import pyarrow.parquet as pq
 
-    import storage.catalog
+    from storage.catalog import check_footer_sizes
+    from storage.schema import SchemaError
     from storage.synthetic import synthetic_episode
 
-    table = synthetic_episode(np.random.default_rng(5), n_steps=40)
     sink = io.BytesIO()
-    pq.write_table(table, sink, use_dictionary=False, compression="zstd")
-    path = local_store.path("trajectories", "pool=pool_a", "date=2026-11-01", "plain-000000-big.parquet")
-    atomic_put(local_store, path, sink.getvalue())
-    monkeypatch.setattr(storage.catalog, "MAX_SHARD_BYTES", 2_000)
-    with Replay(local_store, SETTINGS) as replay:
-        assert replay.ingest().quarantined == 1
-        (reason,) = replay.con.execute("SELECT reason FROM shards").fetchone()
-    assert "uncompressed" in reason and "MAX_SHARD_BYTES" in reason
+    pq.write_table(synthetic_episode(np.random.default_rng(5), n_steps=40), sink, use_dictionary=False)
+    metadata = pq.ParquetFile(io.BytesIO(sink.getvalue())).metadata
+    check_footer_sizes(metadata, "shard")  # far below the real bounds
+    with pytest.raises(SchemaError, match=r"uncompressed; at most 2000 \(MAX_SHARD_BYTES\)"):
+        check_footer_sizes(metadata, "shard", max_bytes=2_000)
+    with pytest.raises(SchemaError, match=r"40 rows; at most 39 \(MAX_SHARD_ROWS\)"):
+        check_footer_sizes(metadata, "shard", max_rows=39)
 
 
 def test_a_shard_that_alone_exceeds_the_replay_memory_limit_is_quarantined(local_store: Store) -> None:
