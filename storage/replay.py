@@ -189,9 +189,7 @@ class Replay:
                 for one in batch:
                     self._ingest_batch([one], totals)
                 return
-            self._set_aside(
-                quarantine_for_memory(self.store, batch[0][0], self.limits.memory_error(str(exc))), totals
-            )
+            self._set_aside(quarantine_for_memory(self.store, batch[0][0], self.limits, str(exc)), totals)
             return
         for path, _ in batch:
             self.catalog.mark(path)

@@ -12,8 +12,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from pydantic import ByteSize
+
 from storage.catalog import BadShard, VersionLookupError, quarantine
-from storage.sql_limits import SqlLimitError
+from storage.sql_limits import QueryLimits
 from storage.store import Store, redact
 
 
@@ -45,6 +47,12 @@ class NewestVersion:
         return self.known
 
 
-def quarantine_for_memory(store: Store, path: str, error: SqlLimitError) -> BadShard:
-    """Set aside a shard that alone does not fit in the replay's DuckDB memory limit."""
-    return quarantine(store, path, f"does not fit in the replay's memory: {error}", "move")
+def quarantine_for_memory(store: Store, path: str, limits: QueryLimits, detail: str) -> BadShard:
+    """Set aside a shard that alone does not fit in the replay's DuckDB memory (or spill) limit."""
+    spill = "spill" in detail.lower() or "temp" in detail.lower()
+    setting = "DISTRL_SQL_MAX_SPILL" if spill else "DISTRL_SQL_MEMORY_LIMIT"
+    size = ByteSize(limits.settings.max_spill if spill else limits.settings.memory_limit).human_readable()
+    reason = (
+        f"does not fit in the replay's DuckDB {'spill space' if spill else 'memory'} ({setting}={size}) alone"
+    )
+    return quarantine(store, path, reason + "; raise the limit to ingest it", "move")
