@@ -33,6 +33,7 @@ from bench.faults_env import SCENARIOS as ENV_SCENARIOS
 from bench.faults_env import row
 from bench.faults_learner import SCENARIOS as LEARNER_SCENARIOS
 from bench.probes import SQL_ATTACKS, bad_shards, debug_sql_count, kill_writer_loop
+from bench.shard_probes import SCENARIOS as SHARD_SCENARIOS
 from storage.store import Store, open_store
 
 if TYPE_CHECKING:
@@ -349,6 +350,7 @@ SCENARIOS: list[Callable[[Context], dict]] = [
     disk_full_store_local,
     sigterm_train_local,
     secret_canaries_credentials_file_s3,
+    *SHARD_SCENARIOS,  # hostile shards: bench/shard_probes.py
     *(_env(scenario) for scenario in ENV_SCENARIOS),
     *(_env(scenario) for scenario in LEARNER_SCENARIOS),
 ]

@@ -40,7 +40,7 @@ def _cmd_sql(args: argparse.Namespace) -> int:
         check_store_root(store)  # a typo must not answer `0 rows` as if the store were empty
     except ValueError as exc:  # an unsupported scheme, a too-short bucket name, no such store
         raise UserError(f"{'--store' if args.store else 'DISTRL_STORE_URI'}: {exc}") from None
-    session = open_sql(store)
+    session = open_sql(store, warn=False)  # the shards left out are printed below, once
     # Messages quote data and file names: their control characters are shown escaped, not obeyed.
     try:
         table = session.query(args.query)

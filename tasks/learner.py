@@ -122,7 +122,9 @@ def open_learner(
     policy = load_policy(fetched.path)
     config = config or params.to_learner_config()
     learner = Learner(policy, config, policy_version=latest)
-    replay = Replay(open_store(params.store_uri), replay_settings or ReplaySettings())
+    # A shard whose policy version the registry never published is quarantined, not trained on.
+    newest = partial(registry.resolve, "latest")
+    replay = Replay(open_store(params.store_uri), replay_settings or ReplaySettings(), newest_version=newest)
     replay.set_policy_version(latest)
     tags = {"role": role, "algorithm": config.algorithm, "parent_version": str(latest)} | (run_tags or {})
     run_id = start_tracked_run(registry, role, tags=tags, params=_params_for_mlflow(params, config))
