@@ -209,8 +209,7 @@ def adb_dump_limits() -> dict[str, Any]:
         token.write_text("t\n")
         with FakeAdbServer(FakeAdbConfig(devices=1, console_auth_token_path=token)) as server:
             for name, make, expected in cases:
-                screen = make()
-                server.device("emulator-5554").phone.ui_xml = lambda screen=screen: screen  # type: ignore[method-assign]
+                server.device("emulator-5554").phone.ui_xml = make  # type: ignore[method-assign]
                 link = AdbDeviceLink(
                     AdbEnvConfig(port=server.port, serial="emulator-5554", retry_delay_s=0.0)
                 )
@@ -222,7 +221,6 @@ def adb_dump_limits() -> dict[str, Any]:
                 except UiDumpError as exc:
                     crashed += int(expected not in str(exc) or "animating" in str(exc))
                 details.append(f"{name}: {time.monotonic() - started:.2f} s")
-                del screen
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     return row(
         "adb_dump_limits",

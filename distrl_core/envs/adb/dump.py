@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
+from typing import cast
 
 from distrl_core.envs.adb.errors import UiDumpError
 from distrl_core.envs.observation import UIElement, elements_of, extract_hierarchy
@@ -47,13 +48,14 @@ def parse_dump(xml: str, limits: DumpLimits, deadline: float) -> list[UIElement]
     if len(xml) > limits.max_bytes:  # a character is at least one byte
         raise limits.too_large(f"more than {len(xml)}")
     document = extract_hierarchy(xml)
-    parser = ET.XMLPullParser(events=("start", "end"))
+    parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("start", "end"))
     depth = nodes = 0
     root: ET.Element | None = None
     try:
         for start in range(0, len(document), CHUNK_CHARS):
             parser.feed(document[start : start + CHUNK_CHARS])
-            for event, element in parser.read_events():
+            for item in parser.read_events():
+                event, element = cast(tuple[str, ET.Element], item)  # start and end events only
                 if event == "end":
                     depth -= 1
                     continue
