@@ -7,10 +7,11 @@ cannot use, and a snapshot that cannot be trusted as a whole (unreadable, a colu
 the wrong type, a counter that is not a number or is impossible) raises `SnapshotDamaged`; the
 replay then sets the file aside and starts from the shards' initial priorities.
 
-"Impossible" is judged against the replay's real sizes, not only the snapshot's own numbers: a
-snapshot may not claim more inserted steps than the store's shards hold (with inserted_steps=10^18
-and sampled_steps=10^15 the ratio check passed, and the restored sampled counter then blocked every
-sample, forever, since inserts are counted again only as shards are re-ingested). Priorities are
+"Impossible" is judged against the replay's real sizes, not only the snapshot's own numbers: its
+sampled steps must be within what the ratio allows for the steps the store's shards hold (with
+inserted_steps=10^18 and sampled_steps=10^15 the ratio check passed, and the restored sampled
+counter then blocked every sample, forever, since inserts are counted again only as the shards are
+re-ingested). Priorities are
 kept within (0, `MAX_PRIORITY`]: larger ones are lowered to it with a warning (10^308 with alpha=1
 overflowed the sampler's sums and made every importance weight NaN).
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -97,9 +99,9 @@ def read_priority_snapshot(
     a warning naming it); `max_priority` and `policy_version` are the values to keep where the
     snapshot has none. With `max_samples_per_insert`, a snapshot claiming more sampled steps than the
     ratio allows for its inserted steps is damaged: restoring it would block sampling until that many
-    steps were inserted again. So is one whose sampled steps could block sampling (more than
-    `error_buffer`) and whose inserted steps are more than the store's shards hold: the replay
-    counts inserts again from those shards, and could never count that many."""
+    steps were inserted again. So is one whose sampled steps are more than the ratio allows for the
+    steps the store's shards hold: the replay counts inserts again from those shards, and would
+    not sample until that many new steps were written (the footers read stop once enough are found)."""
     if not store.fs.exists(path):
         return None
     try:
@@ -187,10 +189,14 @@ def _checked_sampled(
             f"sampled_steps={sampled} is more than samples_per_insert={max_samples_per_insert:g} allows for "
             f"its inserted_steps={inserted} (+ {error_buffer:g})"
         )
-    if sampled > error_buffer and inserted > (held := stored_steps(store, inserted)):
+    if max_samples_per_insert is None or sampled <= error_buffer:
+        return sampled  # no ratio to block sampling (the next start with one checks again)
+    needed = math.ceil((sampled - error_buffer) / max_samples_per_insert)
+    if (held := stored_steps(store, needed)) < needed:
         raise SnapshotDamaged(
-            f"inserted_steps={inserted} is more than the {held} steps the store's shards hold, so its "
-            f"sampled_steps={sampled} would block sampling until that many steps were written again"
+            f"its sampled_steps={sampled} (inserted_steps={inserted}) need {needed} inserted steps under "
+            f"samples_per_insert={max_samples_per_insert:g}, but the store's shards hold {held}: restoring "
+            "it would block sampling until that many more steps were written"
         )
     return sampled
 

@@ -44,7 +44,7 @@ def test_counters_beyond_the_stores_size_are_refused_and_sampling_works(local_st
     replay.ingest()
     warning = next(r.getMessage() for r in caplog.records if "set aside" in r.getMessage())
     held = stored_steps(local_store, 10**18)
-    assert f"inserted_steps={10**18}" in warning and f"the {held} steps" in warning and path in warning
+    assert f"sampled_steps={10**15}" in warning and f"shards hold {held}:" in warning and path in warning
     assert "\n" not in warning
     assert len(local_store.fs.glob(f"{path}.bad-*")) == 1 and not local_store.fs.exists(path)
     assert replay.limiter.sampled == 0
@@ -52,14 +52,20 @@ def test_counters_beyond_the_stores_size_are_refused_and_sampling_works(local_st
     replay.close()
 
 
-def test_counters_within_the_stores_size_are_restored(local_store: Store) -> None:
+@pytest.mark.parametrize("spare", [0, 1])
+def test_counters_are_restored_exactly_while_the_store_can_repay_them(local_store: Store, spare: int) -> None:
     ids = fill(local_store, 12)
     held = stored_steps(local_store, 10**18)
-    path = _snapshot(local_store, ids, [3.0] * 12, inserted_steps=held, sampled_steps=held)
+    # samples_per_insert=4, error_buffer=10: re-ingesting the store allows 4 * held + 10 samples.
+    sampled = 4 * held + 10 + (1 - spare) * 4
+    path = _snapshot(local_store, ids, [3.0] * 12, inserted_steps=10**18, sampled_steps=sampled)
     replay = Replay(local_store, _settings())
     replay.ingest()
-    assert local_store.fs.exists(path) and replay.limiter.sampled == held
-    assert set(replay.priorities_of(ids).values()) == {3.0}
+    if spare:
+        assert local_store.fs.exists(path) and replay.limiter.sampled == sampled
+        assert set(replay.priorities_of(ids).values()) == {3.0}
+    else:  # one more inserted step needed than the store holds: refused
+        assert not local_store.fs.exists(path) and replay.limiter.sampled == 0
     replay.close()
 
 
