@@ -76,7 +76,9 @@ def snapshot_bounds() -> dict[str, Any]:
             store = open_store(f"{work}/store{i}")
             ids = write_synthetic_episodes(store, 12, flush=3, collector="c0")
             path = store.path("replay", "L1", "priorities.parquet")
-            table = pa.table({"episode_id": ids, "priority": first + [1.0] * 11})
+            table = pa.table(
+                {"episode_id": ids, "priority": first * 2 + [1.0] * 10}
+            )  # two: their sum overflows
             write_priority_snapshot(
                 store, path, table, max_priority=first[0], inserted_steps=inserted, sampled_steps=sampled, policy_version=0
             )  # fmt: skip

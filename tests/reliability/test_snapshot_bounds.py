@@ -71,13 +71,14 @@ def test_counters_are_restored_exactly_while_the_store_can_repay_them(local_stor
 
 def test_a_huge_restored_priority_is_bounded_and_every_weight_is_finite(local_store: Store, caplog) -> None:
     ids = fill(local_store, 12)
-    _snapshot(local_store, ids, [1e308] + [1.0] * 11, inserted_steps=0, sampled_steps=0)
+    # Two of them: their sum overflowed to inf, and every weight was NaN.
+    _snapshot(local_store, ids, [1e308, 1.7e308] + [1.0] * 10, inserted_steps=0, sampled_steps=0)
     with caplog.at_level(logging.WARNING, logger="storage.replay"):
         replay = Replay(local_store, _settings(alpha=1.0, samples_per_insert=None))
     replay.ingest()
     assert any("MAX_PRIORITY" in r.getMessage() for r in caplog.records)
     restored = replay.priorities_of(ids)
-    assert restored[ids[0]] == MAX_PRIORITY and max(restored.values()) == MAX_PRIORITY
+    assert restored[ids[0]] == restored[ids[1]] == MAX_PRIORITY and max(restored.values()) == MAX_PRIORITY
     batch = replay.sample(64, beta=1.0, seed=3)
     assert np.all(np.isfinite(batch.is_weights)) and np.all(batch.is_weights > 0)
     assert batch.is_weights.max() == pytest.approx(1.0)
