@@ -101,7 +101,7 @@ class AdbDeviceLink:
 
     def _list_devices(self, extended: bool = False) -> list[adbutils.AdbDeviceInfo]:
         try:
-            return self.client.list(extended=extended)
+            return list(self.client.list(extended=extended))
         except (AdbutilsConnectionError, AdbTimeout, OSError) as error:
             raise AdbConnectionError(
                 f"cannot reach the adb server at {self.config.host}:{self.config.port} ({error}); start it "
