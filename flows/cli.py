@@ -17,9 +17,11 @@ from flows.cli_errors import (
     Parser,
     UserError,
     busy_port_error,
-    non_negative_int,
+    device_count,
+    failure_line,
     port,
-    positive_int,
+    row_count,
+    seed,
     unknown_env_warnings,
     user_error_message,
 )
@@ -262,7 +264,7 @@ def build_parser(flow_options: bool | str = True) -> argparse.ArgumentParser:
     sql.add_argument("--store", default=None, help="store URI (default: $DISTRL_STORE_URI or .distrl/store)")
     sql.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
     sql.add_argument("--out", default=None, help="write to this file instead of standard output")
-    sql.add_argument("--max-rows", type=non_negative_int, default=50, help="rows shown by --format table")
+    sql.add_argument("--max-rows", type=row_count, default=50, help="rows shown by --format table")
     sql.set_defaults(func=_cmd_sql)
 
     demo = sub.add_parser("demo", help="embedded run: warm start, async A-RIDE, held-out evaluation, plot")
@@ -305,8 +307,8 @@ def build_parser(flow_options: bool | str = True) -> argparse.ArgumentParser:
 
     fake = sub.add_parser("fake-adb", help="serve SimDroid devices over the real ADB wire protocol")
     fake.add_argument("--port", type=port, default=5037)
-    fake.add_argument("--devices", type=positive_int, default=1)
-    fake.add_argument("--seed", type=int, default=0)
+    fake.add_argument("--devices", type=device_count, default=1)
+    fake.add_argument("--seed", type=seed, default=0)
     fake.add_argument("--host", default="127.0.0.1")
     fake.add_argument(
         "--console-port",
@@ -387,11 +389,11 @@ def _main(argv: list[str]) -> int:
             print(f"stopped by {signal.Signals(stop_signal).name} ({type(exc).__name__})", file=sys.stderr)
             return 128 + stop_signal
         message = user_error_message(exc)
-        if message is None:  # a bug: its traceback, with any secret it quotes (a URI's password) masked
+        if args.verbose:  # the traceback, with any secret it quotes (a URI's password) masked
             sys.stderr.write(redact("".join(traceback.format_exception(exc))))
+        if message is None:  # not a recognised user error (a server down, a bug): still one line
+            print(f"error: {redact(failure_line(exc))}", file=sys.stderr)
             return 1
-        if args.verbose:
-            traceback.print_exc()
         print(f"error: {redact(message)}", file=sys.stderr)
         return 2
 

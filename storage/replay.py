@@ -27,7 +27,7 @@ from storage.rate_limiter import ReplayNotReady, SampleToInsertRatio
 from storage.replay_config import ReplaySettings
 from storage.replay_ingest import NewestVersion, quarantine_for_memory
 from storage.replay_sample import SampleBatch, draw_batch
-from storage.replay_snapshot import read_priority_snapshot, write_priority_snapshot
+from storage.replay_snapshot import MAX_PRIORITY, read_priority_snapshot, write_priority_snapshot
 from storage.schema import STEP_SCHEMA, conform
 from storage.sql_limits import QueryLimits, SqlSettings
 from storage.store import REPLAY_STATE_DIR, Store, redact
@@ -359,7 +359,7 @@ class Replay:
             raise ValueError(f"update_priorities: {slots.shape} slots but {priorities.shape} priorities")
         if not np.all(np.isfinite(priorities)):
             raise ValueError("update_priorities: priorities must be finite (got NaN or inf from the loss?)")
-        priorities = np.maximum(priorities, self.config.min_priority)
+        priorities = np.clip(priorities, self.config.min_priority, MAX_PRIORITY)
         # Duplicates in a batch: keep the last value, as a sequential write-back would.
         _, last = np.unique(slots[::-1], return_index=True)
         keep = len(slots) - 1 - last

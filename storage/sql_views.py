@@ -86,6 +86,8 @@ class SqlSession:
                 if size > self.limits.settings.memory_limit:
                     raise self.limits.result_too_large(size)
                 batches.append(batch)
+        except MemoryError:
+            raise  # past the process's cap while a query runs: `QueryLimits.timed` names the limit
         except (pa.ArrowException, OSError) as exc:
             raise _as_duckdb_error(exc) from None
         return pa.Table.from_batches(batches, reader.schema)
