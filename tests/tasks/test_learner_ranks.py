@@ -24,7 +24,8 @@ from tests.learner.ddp_ranks import policy_state
 CONFIG = {"micro_batch_size": 4, "critic_warmup_updates": 0, "entity_dropout": 0.0, "word_dropout": 0.0}
 
 
-def _replay(rows: list[dict], root: Path) -> Replay:
+def replay_of(rows: list[dict], root: Path) -> Replay:
+    """A DuckDB replay over a local store holding `rows` (one shard per episode), ingested."""
     store = open_store(str(root))
     with ShardWriter(store, ShardWriterConfig(pool="p", collector_id="c", flush_seconds=0)) as writer:
         for episode in sorted({r["episode_id"] for r in rows}):
@@ -62,11 +63,11 @@ def test_a_follower_makes_rank_0_write_and_publish_the_single_process_update(
         batch = replay.sample(8, beta=0.4, seed=5)
         return Draw(batch.slots, batch.steps, batch.is_weights)
 
-    single_replay = _replay(episode_rows, tmp_path / "single")
+    single_replay = replay_of(episode_rows, tmp_path / "single")
     single = Learner(load_policy(tmp_path / "v1"), LearnerConfig(**CONFIG))
     want = _train(single, single_replay, lambda: draw_from(single_replay), tmp_path / "single-v2")
 
-    replay = _replay(episode_rows, tmp_path / "ddp")
+    replay = replay_of(episode_rows, tmp_path / "ddp")
     learner = Learner(load_policy(tmp_path / "v1"), LearnerConfig(**CONFIG))
     ranks = LearnerRanks.start(learner, 2)
     try:
