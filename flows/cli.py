@@ -17,13 +17,16 @@ from flows.cli_errors import (
     Parser,
     UserError,
     busy_port_error,
-    non_negative_int,
+    device_count,
+    failure_line,
     port,
-    positive_int,
+    row_count,
+    seed,
     unknown_env_warnings,
     user_error_message,
 )
 from flows.cli_flows import FLOW_OPTIONS, HOME, environment_kept
+from flows.cli_setup import add_setup_commands
 
 if TYPE_CHECKING:
     from flows.up import Stack
@@ -39,7 +42,7 @@ def _cmd_sql(args: argparse.Namespace) -> int:
         check_store_root(store)  # a typo must not answer `0 rows` as if the store were empty
     except ValueError as exc:  # an unsupported scheme, a too-short bucket name, no such store
         raise UserError(f"{'--store' if args.store else 'DISTRL_STORE_URI'}: {exc}") from None
-    session = open_sql(store)
+    session = open_sql(store, warn=False)  # the shards left out are printed below, once
     # Messages quote data and file names: their control characters are shown escaped, not obeyed.
     try:
         table = session.query(args.query)
@@ -236,9 +239,18 @@ def _cmd_pretrained(args: argparse.Namespace) -> int:
 
 def _cmd_fake_adb(args: argparse.Namespace) -> int:
     from distrl_core.envs.fake_adb import run_fake_adb
+    from distrl_core.envs.fake_adb.server import ConsolePortError
 
     try:
-        run_fake_adb(port=args.port, devices=args.devices, seed=args.seed, host=args.host)
+        run_fake_adb(
+            port=args.port,
+            devices=args.devices,
+            seed=args.seed,
+            host=args.host,
+            console_base_port=args.console_port or None,
+        )
+    except ConsolePortError as exc:
+        raise busy_port_error(exc, "--console-port", exc.port) or exc from None
     except OSError as exc:
         raise busy_port_error(exc, "--port", args.port) or exc from None
     return 0
@@ -261,7 +273,7 @@ def build_parser(flow_options: bool | str = True) -> argparse.ArgumentParser:
     sql.add_argument("--store", default=None, help="store URI (default: $DISTRL_STORE_URI or .distrl/store)")
     sql.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
     sql.add_argument("--out", default=None, help="write to this file instead of standard output")
-    sql.add_argument("--max-rows", type=non_negative_int, default=50, help="rows shown by --format table")
+    sql.add_argument("--max-rows", type=row_count, default=50, help="rows shown by --format table")
     sql.set_defaults(func=_cmd_sql)
 
     demo = sub.add_parser("demo", help="embedded run: warm start, async A-RIDE, held-out evaluation, plot")
@@ -308,10 +320,18 @@ def build_parser(flow_options: bool | str = True) -> argparse.ArgumentParser:
 
     fake = sub.add_parser("fake-adb", help="serve SimDroid devices over the real ADB wire protocol")
     fake.add_argument("--port", type=port, default=5037)
-    fake.add_argument("--devices", type=positive_int, default=1)
-    fake.add_argument("--seed", type=int, default=0)
+    fake.add_argument("--devices", type=device_count, default=1)
+    fake.add_argument("--seed", type=seed, default=0)
     fake.add_argument("--host", default="127.0.0.1")
+    fake.add_argument(
+        "--console-port",
+        type=port,
+        default=5554,
+        help="first emulator console port; device i is emulator-<port+2i> with its console there, "
+        "so `adb emu` finds it (0: free ports, which `adb emu` cannot find)",
+    )
     fake.set_defaults(func=_cmd_fake_adb)
+    add_setup_commands(sub)
 
     for name, (add_options, _) in FLOW_OPTIONS.items():
         if flow_options is True or flow_options == name:
@@ -382,11 +402,11 @@ def _main(argv: list[str]) -> int:
             print(f"stopped by {signal.Signals(stop_signal).name} ({type(exc).__name__})", file=sys.stderr)
             return 128 + stop_signal
         message = user_error_message(exc)
-        if message is None:  # a bug: its traceback, with any secret it quotes (a URI's password) masked
+        if args.verbose:  # the traceback, with any secret it quotes (a URI's password) masked
             sys.stderr.write(redact("".join(traceback.format_exception(exc))))
+        if message is None:  # not a recognised user error (a server down, a bug): still one line
+            print(f"error: {redact(failure_line(exc))}", file=sys.stderr)
             return 1
-        if args.verbose:
-            traceback.print_exc()
         print(f"error: {redact(message)}", file=sys.stderr)
         return 2
 

@@ -66,7 +66,7 @@ def default_tokenizer_corpus(split: str = "train") -> tuple[str, ...]:
     return tuple(simdroid_corpus(split))
 
 
-def default_tokenizer(extra_words: Sequence[str] = (), vocabulary: str = "train"):
+def default_tokenizer(extra_words: Sequence[str] = (), vocabulary: str = "train") -> Any:
     """The word-level tokenizer of the tiny default policy, built from SimDroid's train split (or
     the fit tasks of a validation split: ``PolicyConfig.vocabulary``)."""
     corpus = default_tokenizer_corpus(vocabulary)
@@ -150,7 +150,7 @@ class Policy:
             return cls(config, model, tokenizer, build_heads(config, model, tokenizer), base, processor)
         return cls(config, model, tokenizer, build_heads(config, model, tokenizer), base)
 
-    def _hf_config(self):
+    def _hf_config(self) -> Any:
         return getattr(self.model, "config", None)
 
     # ----- parameters -----------------------------------------------------------------------------
