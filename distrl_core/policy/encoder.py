@@ -115,18 +115,23 @@ class EncoderBackbone(nn.Module):
         self.cache = shared_cache(settings.cache_megabytes * 2**20)
         self._token_ids = functools.lru_cache(maxsize=1 << 16)(self._token_ids_uncached)
         self.identity = self._frozen_identity()
-        self.register_load_state_dict_post_hook(lambda module, keys: module._refresh_identity())
+        # torch leaves the hook registration unannotated
+        self.register_load_state_dict_post_hook(  # type: ignore[no-untyped-call]
+            lambda module, keys: module._refresh_identity()
+        )
 
     # ----- what the policy reads of a Hugging Face model ------------------------------------------
     @property
-    def config(self):
+    def config(self) -> Any:
         return self.encoder.config
 
     def get_input_embeddings(self) -> nn.Embedding:
-        return self.encoder.get_input_embeddings()
+        embeddings: nn.Embedding = self.encoder.get_input_embeddings()
+        return embeddings
 
     def _layers(self) -> nn.ModuleList:
-        return self.encoder.encoder.layer
+        layers: nn.ModuleList = self.encoder.encoder.layer
+        return layers
 
     def _trainable(self, name: str) -> bool:
         """Top layers (``encoder.layer.<i>`` with i >= split); the pooler is never used."""

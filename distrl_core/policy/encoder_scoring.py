@@ -69,7 +69,9 @@ def _instruction_tokens(backbone: EncoderBackbone, step: EncoderStep) -> int:
     return len(backbone.token_ids(step.observation[: step.instruction_chars])) - 1  # less [SEP]
 
 
-def _pooled(backbone: EncoderBackbone, texts: Sequence[str], prefix_tokens: Sequence[int] | None):
+def _pooled(
+    backbone: EncoderBackbone, texts: Sequence[str], prefix_tokens: Sequence[int] | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Mean of the top layer's states per text (N, D), and over its first ``prefix_tokens`` (N, D)."""
     states = backbone.frozen_states(texts)
     order = sorted(range(len(texts)), key=lambda i: len(states[i]))
@@ -89,7 +91,8 @@ def _pooled(backbone: EncoderBackbone, texts: Sequence[str], prefix_tokens: Sequ
 
 
 def _unit(x: torch.Tensor) -> torch.Tensor:
-    return torch.nn.functional.normalize(x, dim=-1) * x.shape[-1] ** 0.5
+    unit: torch.Tensor = torch.nn.functional.normalize(x, dim=-1) * x.shape[-1] ** 0.5
+    return unit
 
 
 def score_encoder_steps(parts: ActingParts, steps: Sequence[EncoderStep]) -> ScoredSteps:
