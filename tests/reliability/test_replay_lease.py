@@ -17,7 +17,9 @@ from storage.store import Store
 
 
 def _lease(store: Store, run: str, *, ttl_s: float = 30.0, wait_s: float = 0.0) -> ReplayLease:
-    return ReplayLease(store, "learner", Holder("host-a", 4242, run), LeaseSettings(ttl_s=ttl_s, wait_s=wait_s))
+    return ReplayLease(
+        store, "learner", Holder("host-a", 4242, run), LeaseSettings(ttl_s=ttl_s, wait_s=wait_s)
+    )
 
 
 def test_a_second_learner_refuses_with_the_holder_and_the_expiry(any_store: Store) -> None:
