@@ -13,24 +13,11 @@ from pathlib import Path
 import psutil
 import pytest
 
+from bench.faults_learners import CANARIES, CANARY_PARTS
 from flows import up_env
 from flows.up import Stack, UpConfig
 
 REPO = Path(__file__).resolve().parents[2]
-CANARIES = {
-    "HF_TOKEN": "hf_canaryTokenHuggingFace8c1d",
-    "GITHUB_TOKEN": "ghp_canaryGithubToken5e2f",
-    "MLFLOW_TRACKING_PASSWORD": "mlflow-canary-password-91a0",
-    "MLFLOW_TRACKING_TOKEN": "mlflow-canary-token-77b3",
-    "PREFECT_API_KEY": "pnu_canaryPrefectKey3d4e",
-    "PREFECT_API_AUTH_STRING": "admin:prefect-canary-auth-6f7a",
-    "AWS_ACCESS_KEY": "AKIACANARYLEGACY0001",
-    "AWS_SECRET_KEY": "legacy-secret-canary-2b9c",
-    "MLFLOW_TRACKING_URI": "https://team:uri-canary-password-4c5d@mlflow.example.com",
-    "DISTRL_JUDGE_BASE_URL": "https://judge:judge-url-canary-0e1f@judge.example.com/v1",
-    "XQ7_SOMETHING_UNKNOWN": "unknown-variable-canary-a8b9",
-    "DISTRL_NOT_A_SETTING": "unknown-distrl-canary-c6d7",
-}
 
 
 @pytest.fixture
@@ -110,7 +97,7 @@ def test_no_canary_reaches_any_child_and_the_stack_still_runs_a_flow(canaries, t
     assert len(workers) == 5 and len(family) >= 3 + 5 + 1, sorted(environs)
     assert any("\0DISTRL_STORE_URI=s3://" in text for text in environs.values())  # the stack's own
     # Values, not names: the MLflow server sets its own MLFLOW_TRACKING_URI for its workers.
-    needles = [*CANARIES.values(), "uri-canary-password-4c5d", "judge-url-canary-0e1f", "prefect-canary-auth"]
+    needles = [*CANARIES.values(), *CANARY_PARTS]
     leaks = {where: sorted(n for n in needles if n in text) for where, text in environs.items()}
     assert {where: found for where, found in leaks.items() if found} == {}
     assert os.environ["HF_TOKEN"] == CANARIES["HF_TOKEN"]  # the canaries were there to leak
