@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench.faults_learners import CANARIES, CANARY_PARTS
+from bench.faults_lease import CANARIES, CANARY_PARTS
 from flows import up_env
 from flows.up import Stack, UpConfig
 
