@@ -33,6 +33,7 @@ from bench.faults_bounds import SCENARIOS as BOUNDS_SCENARIOS
 from bench.faults_env import SCENARIOS as ENV_SCENARIOS
 from bench.faults_env import row
 from bench.faults_learner import SCENARIOS as LEARNER_SCENARIOS
+from bench.faults_lease import SCENARIOS as LEASE_SCENARIOS
 from bench.probes import SQL_ATTACKS, bad_shards, debug_sql_count, kill_writer_loop
 from bench.shard_probes import SCENARIOS as SHARD_SCENARIOS
 from storage.store import Store, open_store
@@ -355,6 +356,7 @@ SCENARIOS: list[Callable[[Context], dict]] = [
     *(_env(scenario) for scenario in ENV_SCENARIOS),
     *(_env(scenario) for scenario in LEARNER_SCENARIOS),
     *(_env(scenario) for scenario in BOUNDS_SCENARIOS),
+    *(_env(scenario) for scenario in LEASE_SCENARIOS),
 ]
 
 

@@ -106,12 +106,16 @@ def _cmd_retrain(args: argparse.Namespace) -> int:
 
     configure_embedded(args.home)
     from flows.retrain import retrain
+    from storage.lease import LeaseHeld, LeaseLost
+    from storage.registry import SiblingPublished
     from tasks.retrain import RetrainDataError
 
     params = args.options.build(args)  # a mistake names the flag and the field
+    # Nothing to start from, too little recent data, or another learner on the same replay or parent.
+    refused = (LookupError, RetrainDataError, LeaseHeld, LeaseLost, SiblingPublished)
     try:
         result = retrain(params)
-    except (LookupError, RetrainDataError) as exc:  # nothing to start from, or too little recent data
+    except refused as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(result, indent=2, default=str))
@@ -127,7 +131,7 @@ def _cmd_retrain(args: argparse.Namespace) -> int:
 def _cmd_status(args: argparse.Namespace) -> int:
     from flows.embedded import configure_embedded
 
-    configure_embedded(args.home)
+    configure_embedded(args.home, prefect=False)  # reads MLflow and the store only
     from flows.status import status_report
 
     print(status_report())

@@ -20,6 +20,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 
 from flows.postgres import PostgresSettings
+from storage.lease import LeaseSettings
 from storage.registry import RegistrySettings
 from storage.replay_config import ReplaySettings
 from storage.sql_limits import SqlSettings
@@ -31,6 +32,7 @@ SETTINGS: tuple[type[BaseSettings], ...] = (
     ReplaySettings,
     SqlSettings,
     PostgresSettings,
+    LeaseSettings,
 )
 
 DIRECT_VARIABLES: dict[str, tuple[str, str]] = {

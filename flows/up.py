@@ -12,8 +12,9 @@ and starts one process worker per pool with the variables a machine of that role
 ends every process it started, their flow runs included. The integration test uses the same class.
 
 S3 keys are moto's dummy ones, in `env.sh` (mode 600) and in the children that use S3 (MLflow server,
-workers); no child gets the user's own credentials; the judge's key goes to the workers only.
-Each child's environment and each server's command line are built in flows/up_env.py.
+workers); each child inherits only the variables its role needs (an allowlist), so no child gets the
+user's own credentials; the judge's key goes to the workers only. Each child's environment and each
+server's command line are built in flows/up_env.py.
 """
 
 from __future__ import annotations
@@ -248,7 +249,7 @@ class Stack:
         self.procs["deploy"] = processes.start(
             "deploy",
             argv,
-            env=up_env.child_env(self, s3_keys=False),
+            env=up_env.child_env(self, "deploy", s3_keys=False),
             log_path=log,
             cwd=self.project_dir,
             outlive_parent=self.outlive_parent,
@@ -280,7 +281,7 @@ class Stack:
                 "PREFECT_WORKER_QUERY_SECONDS": str(self.config.worker_query_seconds),
             }
             # Merged as dicts, not keywords: a variable named `server` in worker_env stays a variable.
-            env = up_env.child_env(self, judge=True) | ours | self.config.worker_env
+            env = up_env.child_env(self, "worker", judge=True) | ours | self.config.worker_env
             argv = [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--type", "process"]
             argv += ["--name", f"{pool}-local", "--install-policy", "never"]
             log = self.run_dir / "logs" / f"worker-{pool}.log"

@@ -64,6 +64,10 @@ class RegistrySettings(BaseSettings):
     cache_dir: str = Field(default=".distrl/policy-cache", description="Local cache of fetched versions.")
 
 
+class SiblingPublished(RuntimeError):
+    """Another run published a version from the same parent while this one trained (one line)."""
+
+
 @dataclass(frozen=True)
 class PolicyVersion:
     version: int
@@ -116,11 +120,30 @@ class PolicyRegistry:
         return run.info.run_id
 
     # ----- publish ------------------------------------------------------------------------------
-    def publish(self, version_dir: Path, *, run_id: str, tags: dict[str, object] | None = None) -> int:
-        """Log `version_dir` to the run and register it as a new version; returns the version number."""
+    def publish(
+        self,
+        version_dir: Path,
+        *,
+        run_id: str,
+        tags: dict[str, object] | None = None,
+        siblings_after: int | None = None,
+    ) -> int:
+        """Log `version_dir` to the run and register it as a new version; returns the version number.
+
+        With `siblings_after` (the newest version when the publishing run started) and a
+        `parent_version` tag: refuse (`SiblingPublished`) when another run published a version
+        above it from the same parent, i.e. two learners trained from one version at once. A later
+        run that starts from a parent with older children (a nightly retrain from the same
+        champion) is not refused. Checked before the upload and again once registered: the registry
+        numbers versions in order, so of two racing runs the lower number stays and the other
+        run's version is deleted before anyone is told of it."""
         version_dir = Path(version_dir)
         if not version_dir.is_dir() or not any(version_dir.iterdir()):
             raise ValueError(f"publish: {version_dir} is not a non-empty policy version directory")
+        parent = (tags or {}).get("parent_version")
+        guard = None if parent is None or siblings_after is None else (str(parent), siblings_after)
+        if guard is not None:
+            self._refuse_siblings(*guard, run_id=run_id)
         # Rewritten at every publish: a reused directory's old manifest would not match its new files.
         digest = write_manifest(version_dir)
         # One artifact folder per publish: a learner run publishes many versions.
@@ -132,8 +155,32 @@ class PolicyRegistry:
         mv = self.client.create_model_version(
             self.name, source=f"{artifact_uri}/{folder}", run_id=run_id, tags=str_tags
         )
+        if guard is not None:
+            try:
+                self._refuse_siblings(*guard, run_id=run_id, below=int(mv.version))
+            except SiblingPublished as exc:
+                self.client.delete_model_version(self.name, mv.version)
+                raise SiblingPublished(f"{exc} (its own v{mv.version} was withdrawn)") from None
         log.info("published %s version %s", self.name, mv.version)
         return int(mv.version)
+
+    def _refuse_siblings(self, parent: str, after: int, *, run_id: str, below: int | None = None) -> None:
+        """`SiblingPublished` if another run published a version in (after, below) from `parent`."""
+        query = (
+            f"name = '{_quote(self.name)}' and tags.parent_version = '{_quote(parent)}' "
+            f"and version_number > {int(after)}"
+        )
+        rivals = sorted(
+            int(v.version)
+            for v in self.client.search_model_versions(query)
+            if v.run_id != run_id and (below is None or int(v.version) < below)
+        )
+        if rivals:
+            raise SiblingPublished(
+                f"v{parent} already has child v{rivals[0]} from another run that started with or after this one: "
+                "two learners trained from one version at once, and this run publishes nothing. Run one "
+                "learner per registered model (the replay's lease stops a second one of the same replay)"
+            )
 
     def _ensure_model(self) -> None:
         from mlflow.exceptions import MlflowException

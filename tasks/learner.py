@@ -23,10 +23,11 @@ from distrl_core.learner.config import LearnerConfig
 from distrl_core.learner.learner import Learner
 from distrl_core.learner.step import Draw, train_step
 from distrl_core.policy import load_policy, save_policy
+from storage.lease import Holder, LeaseLost, ReplayLease
 from storage.registry import PolicyRegistry
 from storage.replay import Replay, ReplayNotReady, SampleBatch
 from storage.replay_config import ReplaySettings
-from storage.store import open_store
+from storage.store import Store, open_store
 from tasks.block_log import BlockLog
 from tasks.heldout_curve import ENV_STEPS_TAG, SECONDS_TAG
 from tasks.learner_params import LearnerParams
@@ -70,6 +71,8 @@ class LearnerSession:
         version: int,
         *,
         clock: LearnerTiming | None = None,
+        lease: ReplayLease | None = None,
+        published_before: int | None = None,
     ) -> None:
         self.params = params
         self.replay = replay
@@ -91,6 +94,15 @@ class LearnerSession:
         self.last_ingest: dict[str, int] = {}
         self.ingester = ThreadPoolExecutor(1, thread_name_prefix="replay-ingest")
         self.ranks: LearnerRanks | None = None  # the other learner processes (learner_processes > 1)
+        self.lease = lease  # this learner's hold on its replay (storage/lease.py)
+        # The newest version when this learner started: a version above it from our parent, by
+        # another run, means two learners at once (`PolicyRegistry.publish` refuses then).
+        self.published_before = published_before
+
+    def check_lease(self) -> None:
+        """Raise `LeaseLost` if another learner took this one's replay over (no I/O)."""
+        if self.lease is not None:
+            self.lease.check()
 
     @property
     def duty_cycle(self) -> float:
@@ -111,9 +123,45 @@ def open_learner(
     run_tags: dict[str, str] | None = None,
 ) -> LearnerSession:
     """Resume from the newest published version (there must be one: warm start publishes version 1),
-    or start from `start_version` (the `retrain` flow starts from `champion`)."""
+    or start from `start_version` (the `retrain` flow starts from `champion`).
+
+    First takes the replay's lease (storage/lease.py): a second learner of the same replay waits
+    for it, then refuses with `LeaseHeld`; the versions are resolved once it is held."""
+    settings = replay_settings or ReplaySettings()
+    store = open_store(params.store_uri)
+    lease = ReplayLease(store, settings.learner_id, Holder.this_process(_flow_run_id())).acquire()
+    try:
+        session, tags = _open_session(params, settings, store, start_version, config, role, run_tags)
+    except BaseException:
+        lease.release()
+        raise
+    session.lease = lease
+    if start_version is None:  # a restart, not a fine-tune that counts its own updates (retrain)
+        _resume_counters(session, tags)
+    if params.world > 1:
+        try:
+            session.ranks = LearnerRanks.start(
+                session.learner, params.learner_processes, params.rank_network(), params.batch_size
+            )
+        except BaseException:
+            close_learner(session)
+            raise
+    return session
+
+
+def _open_session(
+    params: LearnerParams,
+    settings: ReplaySettings,
+    store: Store,
+    start_version: int | None,
+    config: LearnerConfig | None,
+    role: str,
+    run_tags: dict[str, str] | None,
+) -> tuple[LearnerSession, dict[str, str]]:
+    """The session on `start_version` (else `latest`), and that version's tags."""
     registry = PolicyRegistry()
-    latest = start_version if start_version is not None else registry.resolve("latest")
+    newest = registry.resolve("latest")
+    latest = start_version if start_version is not None else newest
     if latest is None:
         raise LookupError(
             "no policy version to resume from: publish a warm start first (the `learn` flow does it on an empty registry with bootstrap=True, as does `distrl demo`)"
@@ -123,23 +171,19 @@ def open_learner(
     config = config or params.to_learner_config()
     learner = Learner(policy, config, policy_version=latest)
     # A shard whose policy version the registry never published is quarantined, not trained on.
-    newest = partial(registry.resolve, "latest")
-    replay = Replay(open_store(params.store_uri), replay_settings or ReplaySettings(), newest_version=newest)
+    replay = Replay(store, settings, newest_version=partial(registry.resolve, "latest"))
     replay.set_policy_version(latest)
     tags = {"role": role, "algorithm": config.algorithm, "parent_version": str(latest)} | (run_tags or {})
     run_id = start_tracked_run(registry, role, tags=tags, params=_params_for_mlflow(params, config))
-    session = LearnerSession(params, replay, learner, registry, run_id, latest)
-    if start_version is None:  # a restart, not a fine-tune that counts its own updates (retrain)
-        _resume_counters(session, fetched.tags)
-    if params.world > 1:
-        try:
-            session.ranks = LearnerRanks.start(
-                learner, params.learner_processes, params.rank_network(), params.batch_size
-            )
-        except BaseException:
-            close_learner(session)
-            raise
-    return session
+    session = LearnerSession(params, replay, learner, registry, run_id, latest, published_before=newest)
+    return session, fetched.tags
+
+
+def _flow_run_id() -> str:
+    """The Prefect flow run that holds the lease (what a person looks up), or `none` outside one."""
+    from prefect.runtime import flow_run
+
+    return str(flow_run.id or "none")
 
 
 def _resume_counters(session: LearnerSession, tags: dict[str, str]) -> None:
@@ -164,9 +208,19 @@ def close_learner(session: LearnerSession) -> None:
         session.ranks.close()
     session.sampler.shutdown(wait=True, cancel_futures=True)
     session.ingester.shutdown(wait=True, cancel_futures=True)
-    session.replay.try_checkpoint()  # a full disk loses the priorities since the last one, not the run
+    try:
+        session.check_lease()
+        session.replay.try_checkpoint()  # a full disk loses the priorities since the last one, not the run
+    except LeaseLost as exc:  # the snapshot belongs to the learner that took the replay over
+        log.error("%s", exc)
     session.replay.close()
-    with_retries(lambda: session.registry.client.set_terminated(session.run_id), "closing the learner's run")
+    try:
+        with_retries(
+            lambda: session.registry.client.set_terminated(session.run_id), "closing the learner's run"
+        )
+    finally:
+        if session.lease is not None:
+            session.lease.release()
 
 
 @task(
@@ -232,6 +286,7 @@ def train_block(session: LearnerSession, updates: int | None = None) -> dict[str
     metrics: dict[str, float] = {}
     block = BlockLog(learner.updates + 1)
     for _ in range(updates or session.params.updates_per_block):
+        session.check_lease()  # a learner whose replay was taken over stops within one update
         try:
             step = step_on(sample, replay.update_priorities)
         except ReplayNotReady as exc:
@@ -315,6 +370,7 @@ def _publish_name() -> str:
 def publish_policy(session: LearnerSession) -> int:
     """Save the current weights as a new registry version and point the learner and replay at it."""
     started = time.perf_counter()
+    session.check_lease()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "policy"
         with (
@@ -333,6 +389,7 @@ def publish_policy(session: LearnerSession) -> int:
                 SECONDS_TAG: f"{time.time() - session.started_at:.3f}",
                 ENV_STEPS_TAG: session.env_steps,
             },
+            siblings_after=session.published_before,
         )
     session.version = version
     session.learner.policy_version = version
@@ -353,6 +410,7 @@ def checkpoint_replay(session: LearnerSession) -> str | None:
     """Persist trajectory priorities to the store (a restarted learner resumes them); None if the
     store cannot take them now (one warning line; `learn` retries after its next block)."""
     started = time.perf_counter()
+    session.check_lease()
     stored = session.replay.try_checkpoint()
     session.clock.publish_s += time.perf_counter() - started
     return session.replay.store.url(session.replay.snapshot_path) if stored else None
