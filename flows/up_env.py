@@ -58,8 +58,9 @@ COMPUTE_VARIABLES = frozenset(
     }
 )
 COMPUTE_PREFIXES = ("NVIDIA_",)
-# DISTRL_* variables that are documented but secret: passed explicitly (the judge's key) or never.
-SECRET_SETTINGS = frozenset({"DISTRL_JUDGE_API_KEY", "DISTRL_POSTGRES_URL"})
+# DISTRL_* variables that are documented but secret: passed explicitly (the judge's key) or never
+# (the learner-rank key: on one host rank 0 draws its own).
+SECRET_SETTINGS = frozenset({"DISTRL_JUDGE_API_KEY", "DISTRL_POSTGRES_URL", "DISTRL_LEARNER_RANK_KEY"})
 ROLES = ("s3", "mlflow", "prefect", "deploy", "worker")
 # scheme://user:password@ — a listed variable holding one is left out whole.
 _URL_PASSWORD = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^/@\s:]*:[^/@\s]*@")
