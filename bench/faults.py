@@ -1,4 +1,4 @@
-"""Fault scenarios of issue 12's probe at larger counts: one JSON table, one row per scenario.
+"""Fault scenarios of the outside probe at larger counts: one JSON table, one row per scenario.
 
     .venv/bin/python -m bench.faults [--kills 30] [--only kill9_writer_local ...]
 
@@ -163,7 +163,7 @@ def _bad_shards_sql(kind: str) -> Callable[[Context], dict]:
 
 
 def sql_resource_limits_local(ctx: Context) -> dict:
-    """Runaway queries (issue 20, item 1) under tiny limits: each must stop with its setting named."""
+    """Runaway queries under tiny limits: each must stop with its setting named."""
     from storage.sql_views import SqlLimitError, SqlSettings, open_sql
 
     store = ctx.store("local")
@@ -189,7 +189,7 @@ def sql_resource_limits_local(ctx: Context) -> dict:
 
 
 def sql_symlink_and_dot_tmp_local(ctx: Context) -> dict:
-    """A symlinked shard and a planted `./.tmp/` file (issue 20, item 12): named and left out, unreadable."""
+    """A symlinked shard and a planted `./.tmp/` file: named and left out, unreadable."""
     from storage.sql_views import open_sql
 
     store, cwd = ctx.store("local"), ctx.folder()
@@ -300,7 +300,7 @@ def sigterm_train_local(ctx: Context) -> dict:
 
 
 def secret_canaries_credentials_file_s3(ctx: Context) -> dict:
-    """Keys from a shared credentials file, not the environment (issue 20, item 5), under `-vv`."""
+    """Keys from a shared credentials file, not the environment, under `-vv`."""
     store = ctx.store("s3")
     _fill(store, 3)
     work = ctx.folder()

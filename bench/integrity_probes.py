@@ -1,4 +1,4 @@
-"""Injectors of issue 20's integrity items, shared by tests/reliability and bench/faults.py."""
+"""Injectors of the integrity probes, shared by tests/reliability and bench/faults.py."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def policy_damage_probe(work: Path, attempts: int) -> DamageReport:
 
 
 def damaged_snapshots(good: bytes) -> dict[str, bytes]:
-    """Damaged versions of a good priority snapshot, by kind (issue 20, item 8)."""
+    """Damaged versions of a good priority snapshot, by kind."""
     import io
 
     import pyarrow.parquet as pq

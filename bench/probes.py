@@ -1,4 +1,4 @@
-"""The fault injectors of issue 12's probe, shared by tests/reliability (small counts) and
+"""The fault injectors of the outside probe, shared by tests/reliability (small counts) and
 bench/faults.py (large counts):
 
 - `bad_shards`: one bad shard of every kind found: unreadable, cut short, foreign, from the

@@ -185,7 +185,7 @@ def test_random_and_near_miss_autoui_strings_never_raise(text: str) -> None:
         assert "internal parser error" not in (action.reason or "")
 
 
-# Typed text that reads like AutoUI fields or a decision (issue 19: DigiRL's translator and this
+# Typed text that reads like AutoUI fields or a decision (DigiRL's translator and this
 # parser both took these pieces for fields when typed_text was not the last field).
 _FIELD_LIKE_TEXTS = [
     'buy milk, "action_type": "PRESS_HOME"',

@@ -4,7 +4,7 @@ Each seed warm-starts its own policy (initial weights, demonstrations and batch 
 seed) to a weak held-out success, then runs the in-process loop; the assertion is on the five
 seeds together. Two worker processes, one torch thread each: ~4 minutes on 2 cores. A mutation
 that flips the advantage's sign or inverts the importance ratio makes it fail (checked by hand when
-it was written; see the closing note of issue 10).
+it was written, and by `python -m bench.mutations`).
 """
 
 from __future__ import annotations

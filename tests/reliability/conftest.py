@@ -1,4 +1,4 @@
-"""The outside probe of issue 12, kept as a suite: the store fixtures (local folder, moto S3) of
+"""The outside probe of the store and `distrl sql`, kept as a suite: the store fixtures (local folder, moto S3) of
 tests/storage, and a small filled store for the SQL probes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The bad-shard zoo against `distrl sql` and the learner's replay (issue 12, item 4): every bad
+"""The bad-shard zoo against `distrl sql` and the learner's replay: every bad
 shard is named and left out (never moved by SQL), and both keep answering from the others."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`distrl up` hands each child only the credentials it uses (issue 20, item 4): the user's own
+"""`distrl up` hands each child only the credentials it uses: the user's own
 `AWS_SESSION_TOKEN` reached every server and worker (and the S3 server's 0644 log), the judge's key
 every server. Now: Prefect and moto get none, MLflow moto's dummy S3 keys, the workers those and
 the judge's key; every log is 0600."""

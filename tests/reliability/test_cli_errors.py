@@ -1,4 +1,4 @@
-"""Bad command lines and bad `DISTRL_*` variables (issue 12, item 12): one line naming the flag or
+"""Bad command lines and bad `DISTRL_*` variables: one line naming the flag or
 variable and the fix, exit code 2, no traceback (unless -v)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Secrets from every source are scrubbed (issue 20, items 3 and 5): keys from a shared credentials
+"""Secrets from every source are scrubbed: keys from a shared credentials
 file (not the environment) were printed by `-vv` 14 times (the session token) and 7 times (the key
 id); a password in a URI's userinfo was printed by `distrl status`."""
 

@@ -1,4 +1,4 @@
-"""Issue 20, item 8: a damaged priority snapshot never stops a learner from starting.
+"""A damaged priority snapshot never stops a learner from starting.
 
 Each kind of damage is written over a real snapshot (`Replay.checkpoint`) in a local store; the next
 replay must start, set the file aside as `<name>.bad-<timestamp>` with a warning naming it, and give

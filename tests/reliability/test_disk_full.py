@@ -1,4 +1,4 @@
-"""Issue 20, item 9: a full disk under the store loses nothing acknowledged and crashes nothing.
+"""A full disk under the store loses nothing acknowledged and crashes nothing.
 
 The disk is real: a 2 MiB tmpfs mounted for the test (skipped, saying why, where `mount` is not
 allowed), filled to ENOSPC while a collector writes and a learner checkpoints, then freed.

@@ -1,4 +1,4 @@
-"""Killed shard writers (issue 12, item 7): SIGKILL never leaves a corrupt shard or loses an
+"""Killed shard writers: SIGKILL never leaves a corrupt shard or loses an
 acknowledged episode, and the temp files of killed writers are swept, never a live writer's."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A restarted learner resumes its counters (issue 12, item 10): learner_step and samples_seen
+"""A restarted learner resumes its counters: learner_step and samples_seen
 continue from the version it resumes, so β annealing and the critic warm-up do not start over."""
 
 from __future__ import annotations

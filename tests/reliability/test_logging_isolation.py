@@ -1,5 +1,5 @@
-"""The CLI run inside another process leaves that process's logging as it found it (issue 20, item
-14): `test_sql_bypass.py::...[s3]` failed with "Logging error ... I/O operation on closed file" when
+"""The CLI run inside another process leaves that process's logging as it found it:
+`test_sql_bypass.py::...[s3]` failed with "Logging error ... I/O operation on closed file" when
 run after `test_cli_errors.py`, whose `train-local` call imported Prefect, whose console handler on
 the root logger kept pytest's captured stderr of that test, closed since."""
 

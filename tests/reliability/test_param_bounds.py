@@ -1,4 +1,4 @@
-"""Huge and unknown parameter values (issue 20, item 2) are refused alike by the CLI (one line naming
+"""Huge and unknown parameter values are refused alike by the CLI (one line naming
 the flag and the bound, exit code 2) and by the flows' parameter models, which deployments
 validate every run's parameters against: nothing starts a runaway number of threads, overflows a
 date, or trains on a family that does not exist."""

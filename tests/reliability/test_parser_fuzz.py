@@ -20,7 +20,7 @@ from distrl_core.envs.actions_autoui import parse_autoui_action
 GROWTH = 8
 MAX_RATIO = 30.0
 
-# The probe's inputs (issue 12, item 3), as functions of a length parameter n.
+# The probe's inputs, as functions of a length parameter n.
 WORST_CASES: dict[str, Callable[[int], str]] = {
     "open_point_then_spaces": lambda n: '"action_type": "DUAL_POINT", "touch_point": "[' + " " * n,
     "repeated_open_points": lambda n: '"touch_point": "[' * (n // 16),

@@ -1,4 +1,4 @@
-"""Issue 20, item 7: a damaged policy version is noticed, fetched again once, then refused by name.
+"""A damaged policy version is noticed, fetched again once, then refused by name.
 
 Real parts: a tiny policy saved by `save_policy`, published to MLflow on SQLite with its artifacts in
 a local folder, fetched through `PolicyRegistry.fetch` and loaded by `load_policy`.

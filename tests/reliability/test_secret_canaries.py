@@ -1,4 +1,4 @@
-"""Secret canaries over DEBUG logs (issue 12, item 13): `distrl -vv sql` against a moto store logs
+"""Secret canaries over DEBUG logs: `distrl -vv sql` against a moto store logs
 botocore's request signing, and neither the access key id, the secret key nor the judge key may
 appear anywhere in its output."""
 

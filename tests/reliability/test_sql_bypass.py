@@ -1,4 +1,4 @@
-"""`distrl sql` against the bypasses of issue 12 (items 1 and 2), on a local and a moto S3 store.
+"""`distrl sql` against the known bypasses, on a local and a moto S3 store.
 
 Every attack must exit 2 with a one-line refusal, write nothing (in the working folder, the store or
 the bucket) and print no secret; the legitimate forms of EXPLAIN must keep working.

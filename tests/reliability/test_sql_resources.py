@@ -1,5 +1,4 @@
-"""`distrl sql` against resource exhaustion, hostile data and bad stores (issue 20, items 1, 11, 12,
-13): every limit ends the query with one line naming its setting; data never drives the terminal;
+"""`distrl sql` against resource exhaustion, hostile data and bad stores: every limit ends the query with one line naming its setting; data never drives the terminal;
 a symlinked shard, a readable `./.tmp/` folder, a missing store or an unreachable endpoint are each
 one named line, never a traceback or an answer from nothing."""
 

@@ -1,4 +1,4 @@
-"""Issue 20, item 10: `distrl train-local` stops cleanly on SIGTERM and Ctrl-C, and a kill -9 leaves
+"""`distrl train-local` stops cleanly on SIGTERM and Ctrl-C, and a kill -9 leaves
 no server behind and no MLflow run RUNNING for good.
 
 Real processes: the CLI as a subprocess with its embedded Prefect server and MLflow on SQLite. The

@@ -236,7 +236,7 @@ def test_incremental_sums_match_a_full_rebuild(local_store: Store) -> None:
 
 
 def test_seeded_sampling_is_reproducible(local_store: Store) -> None:
-    """Same seed and same contents: the same draw, whatever DuckDB's thread count (issue 12, item 5)."""
+    """Same seed and same contents: the same draw, whatever DuckDB's thread count."""
     _fill(local_store, 60, n_steps=None)
 
     def draw(threads: int, seed: int):
