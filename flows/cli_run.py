@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -45,6 +46,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     home = configure_embedded(args.home, quiet=True)
     from flows.run import POOL, RunRequest, run_policy
+    from storage.secrets import redact
 
     request = RunRequest(
         instruction=args.instruction,
@@ -62,12 +64,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     outcome = run_policy(request, report=lambda line: print(line, flush=True))
     print(f"storyboard: {outcome.storyboard}")
-    print(
-        f"""stored in pool '{POOL}': distrl sql "SELECT * FROM episodes WHERE episode_id = '{outcome.episode_id}'\""""
-    )
+    store = redact(os.environ["DISTRL_STORE_URI"])  # set by configure_embedded, or by the user
+    query = f"SELECT * FROM episodes WHERE episode_id = '{outcome.episode_id}'"
+    print(f"stored in pool '{POOL}': distrl sql --store {store} \"{query}\"")
     if outcome.error is not None:
         print(
-            f"error: the device stopped answering after {outcome.steps} steps: {outcome.error}",
+            f"error: the device stopped answering at step {outcome.steps + 1}: {outcome.error}",
             file=sys.stderr,
         )
         return 1
