@@ -3,6 +3,7 @@ the policy itself, a damaged copy is refused, and `mlflow models serve` answers 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -11,6 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -129,9 +131,9 @@ def _post(url: str, body: dict) -> dict:
         return json.loads(response.read())
 
 
-@pytest.mark.slow
-def test_mlflow_models_serve_answers_with_an_action(published, tmp_path: Path) -> None:
-    registry, saved = published
+@contextlib.contextmanager
+def _mlflow(arguments: list[str], registry: PolicyRegistry, ready: str, tmp_path: Path) -> Iterator[str]:
+    """`mlflow <arguments>` serving on a free loopback port; yields its URL once `ready` answers."""
     port = _free_port()
     bin_dir = Path(sys.executable).parent  # the scoring server is started as `uvicorn` from PATH
     env = os.environ | {
@@ -139,33 +141,52 @@ def test_mlflow_models_serve_answers_with_an_action(published, tmp_path: Path) -
         "MLFLOW_TRACKING_URI": registry.settings.tracking_uri,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
-    command = [str(bin_dir / "mlflow"), "models", "serve", "-m", MODEL_URI, "--env-manager", "local"]
-    log = (tmp_path / "serve.log").open("wb")
-    server = subprocess.Popen(
-        [*command, "-h", "127.0.0.1", "-p", str(port), "-w", "1"],
-        env=env,
-        cwd=tmp_path,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 240
-        while True:
-            assert server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=5).close()
-                break
-            except (urllib.error.URLError, ConnectionError):
-                assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()[-3000:]
-                time.sleep(1)
-        answer = _post(f"http://127.0.0.1:{port}/invocations", {"dataframe_records": [STEP]})
-        (row,) = answer["predictions"]
-        action, logprob = _policy_answer(saved, STEP)
-        assert row["action"] == action
-        assert row["logprob"] == pytest.approx(logprob, abs=1e-5)
-    finally:
-        if server.poll() is None:
-            os.killpg(server.pid, 15)
-            server.wait(timeout=30)
-        log.close()
+    log_path = tmp_path / "mlflow.log"
+    with log_path.open("wb") as log:
+        server = subprocess.Popen(
+            [str(bin_dir / "mlflow"), *arguments, "-h", "127.0.0.1", "-p", str(port), "-w", "1"],
+            env=env,
+            cwd=tmp_path,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its workers stop with it
+        )
+        try:
+            deadline = time.monotonic() + 240
+            while True:
+                assert server.poll() is None, log_path.read_text()[-3000:]
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}{ready}", timeout=5).close()
+                    break
+                except (urllib.error.URLError, ConnectionError, TimeoutError):  # not up yet
+                    assert time.monotonic() < deadline, log_path.read_text()[-3000:]
+                    time.sleep(1)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            if server.poll() is None:
+                os.killpg(server.pid, 15)
+                server.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_mlflow_models_serve_answers_with_an_action(published, tmp_path: Path) -> None:
+    registry, saved = published
+    serve = ["models", "serve", "-m", MODEL_URI, "--env-manager", "local"]
+    with _mlflow(serve, registry, "/ping", tmp_path) as url:
+        answer = _post(f"{url}/invocations", {"dataframe_records": [STEP]})
+    (row,) = answer["predictions"]
+    action, logprob = _policy_answer(saved, STEP)
+    assert row["action"] == action
+    assert row["logprob"] == pytest.approx(logprob, abs=1e-5)
+
+
+@pytest.mark.slow
+def test_the_mlflow_ui_finds_the_model_versions_mlmodel(published, tmp_path: Path) -> None:
+    registry, _ = published
+    server = ["server", "--backend-store-uri", registry.settings.tracking_uri]
+    with _mlflow(server, registry, "/health", tmp_path) as url:
+        # What the UI's model version page asks for (it logged a 500 when the file was missing).
+        path = "/model-versions/get-artifact?path=MLmodel&name=distrl-policy&version=1"
+        with urllib.request.urlopen(f"{url}{path}", timeout=60) as response:
+            mlmodel = response.read().decode()
+    assert "loader_module: tasks.policy_pyfunc" in mlmodel and "distrl_manifest_sha256" in mlmodel
