@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distrl_core.learner import LearnerConfig, WarmStartConfig
+from distrl_core.learner.config import ALGORITHMS, Algorithm
+from distrl_core.learner.losses import field_readers
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
@@ -53,7 +55,9 @@ class CurveSettings:
     warm_start_noise: float = 0.3
     """Share of noisy actions in the warm start's scripted demonstrations."""
     learner: dict[str, Any] = field(default_factory=dict)
-    """LearnerConfig overrides applied to every method (after the method's own)."""
+    """LearnerConfig overrides applied to every method (after the method's own) whose algorithm
+    reads them: a field of one algorithm's loss (e.g. ``decoupled_retrace``) leaves the methods of
+    the others alone (``learner_for``)."""
     warm: dict[str, Any] = field(default_factory=dict)
     """WarmStartConfig overrides."""
     validation: bool = False
@@ -72,8 +76,14 @@ class CurveSettings:
         if self.behaviour_lag < 0:
             raise ValueError(f"behaviour_lag={self.behaviour_lag} must be >= 0")
         # A bad override fails here, in the parent, not in every worker process.
-        LearnerConfig(**self.learner)
+        for algorithm in ALGORITHMS:
+            LearnerConfig(algorithm=algorithm, **self.learner_for(algorithm))
         WarmStartConfig(**self.warm)
+
+    def learner_for(self, algorithm: Algorithm) -> dict[str, Any]:
+        """The ``learner`` overrides ``algorithm`` reads (LearnerConfig refuses the others)."""
+        readers = field_readers()
+        return {k: v for k, v in self.learner.items() if algorithm in readers.get(k, (algorithm,))}
 
     def stale(self, behaviour_lag: int, max_policy_lag: int) -> CurveSettings:
         """These settings with collectors `behaviour_lag` versions behind and the learner keeping

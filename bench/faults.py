@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from bench.faults_env import SCENARIOS as ENV_SCENARIOS
 from bench.faults_env import row
+from bench.faults_learner import SCENARIOS as LEARNER_SCENARIOS
 from bench.probes import SQL_ATTACKS, bad_shards, debug_sql_count, kill_writer_loop
 from storage.store import Store, open_store
 
@@ -349,6 +350,7 @@ SCENARIOS: list[Callable[[Context], dict]] = [
     sigterm_train_local,
     secret_canaries_credentials_file_s3,
     *(_env(scenario) for scenario in ENV_SCENARIOS),
+    *(_env(scenario) for scenario in LEARNER_SCENARIOS),
 ]
 
 

@@ -3,7 +3,7 @@
     python -m bench.learner_ddp                 # ~1-2 min on 2 cores; bench/results/learner_ddp.json
 
 The same union batches of real SimDroid episodes (a fresh tiny policy plays them) feed two
-learners: one process with one torch thread, and two processes of one thread each, rank 0 in this process and a follower that torchrun starts (`tasks/learner_ranks.py`: the
+learners: one process with one torch thread, and two processes of one thread each, rank 0 in this process and a follower it starts (`tasks/learner_ranks.py`: the
 draw travels through rank 0's store, DDP all-reduces the gradients), i.e. the path `learn` takes
 with learner_processes=2. Only the updates are timed: not the rollouts, not the launch.
 Two cores bound the gain at 2x, and only on otherwise idle cores (a 2-thread single process on
@@ -79,10 +79,11 @@ def _run(draws: list[Any], threads: int, processes: int, warmup: int) -> dict[st
         timed, steps = 0.0, 0
         for n, draw in enumerate(draws):
             sample: Callable[[], Any] = partial(_given, draw)
-            if ranks is not None:
-                sample = ranks.sharing(sample)
             started = time.perf_counter()
-            step = train_step(learner, sample, lambda _k, _p: None)
+            if ranks is None:
+                step = train_step(learner, sample, lambda _k, _p: None)
+            else:
+                step = ranks.train_step(sample, lambda _k, _p: None)
             if n >= warmup:
                 timed += time.perf_counter() - started
                 steps += step.steps
@@ -119,7 +120,7 @@ def main() -> None:
     out = {
         "bench": "learner_ddp",
         "what": "learner updates on the same union batches: 1 process vs 2 "
-        "processes (DDP, gloo, 1 thread each; rank 0 here, a torchrun follower); updates only are timed",
+        "processes (DDP, gloo, 1 thread each; rank 0 here, a follower it starts); updates only are timed",
         "batch_size": args.batch_size,
         "config": CONFIG,
         "runs": runs,

@@ -167,7 +167,7 @@ def method_job(family: str, seed: int, method: str, settings: CurveSettings, dir
     started = time.perf_counter()
     _quiet_worker()
     algorithm, method_overrides = METHODS[method]
-    overrides = {**method_overrides, **settings.learner}
+    overrides = {**method_overrides, **settings.learner_for(algorithm)}
     learner = Learner(
         load_policy(directory, device="cpu"), LearnerConfig(algorithm=algorithm, seed=seed, **overrides)
     )

@@ -25,6 +25,7 @@ from flows.cli_errors import (
 )
 from flows.cli_flows import FLOW_OPTIONS, HOME, environment_kept
 from flows.cli_run import add_run_parser
+from flows.cli_setup import add_setup_commands
 
 if TYPE_CHECKING:
     from flows.up import Stack
@@ -228,9 +229,18 @@ def _cmd_pretrained(args: argparse.Namespace) -> int:
 
 def _cmd_fake_adb(args: argparse.Namespace) -> int:
     from distrl_core.envs.fake_adb import run_fake_adb
+    from distrl_core.envs.fake_adb.server import ConsolePortError
 
     try:
-        run_fake_adb(port=args.port, devices=args.devices, seed=args.seed, host=args.host)
+        run_fake_adb(
+            port=args.port,
+            devices=args.devices,
+            seed=args.seed,
+            host=args.host,
+            console_base_port=args.console_port or None,
+        )
+    except ConsolePortError as exc:
+        raise busy_port_error(exc, "--console-port", exc.port) or exc from None
     except OSError as exc:
         raise busy_port_error(exc, "--port", args.port) or exc from None
     return 0
@@ -301,7 +311,15 @@ def build_parser(flow_options: bool | str = True) -> argparse.ArgumentParser:
     fake.add_argument("--devices", type=positive_int, default=1)
     fake.add_argument("--seed", type=int, default=0)
     fake.add_argument("--host", default="127.0.0.1")
+    fake.add_argument(
+        "--console-port",
+        type=port,
+        default=5554,
+        help="first emulator console port; device i is emulator-<port+2i> with its console there, "
+        "so `adb emu` finds it (0: free ports, which `adb emu` cannot find)",
+    )
     fake.set_defaults(func=_cmd_fake_adb)
+    add_setup_commands(sub)
 
     for name, (add_options, _) in FLOW_OPTIONS.items():
         if flow_options is True or flow_options == name:

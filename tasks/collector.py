@@ -96,7 +96,18 @@ class CollectorParams(BaseModel):
         None, ge=1, le=MAX_UPDATES, description="Stop after this many episodes (None: no limit)."
     )
     max_minutes: float | None = Field(
-        None, gt=0, le=MAX_MINUTES, description="Stop after this many minutes (None: no limit)."
+        None,
+        gt=0,
+        le=MAX_MINUTES,
+        description="Stop after this many minutes of collecting, counted from the first policy version "
+        "(the wait for it is not part of them; None: no limit).",
+    )
+    max_wait_minutes: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_MINUTES,
+        description="Fail, saying so, if the followed alias still points at no version after this many "
+        "minutes (None: wait until one is published or the run is cancelled).",
     )
     flush_episodes: int = Field(16, ge=1, le=MAX_BATCH, description="Episodes per shard.")
     flush_seconds: float = Field(

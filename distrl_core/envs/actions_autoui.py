@@ -20,7 +20,9 @@ Fields may come in any order. ``typed_text`` is read first, as a JSON-style stri
 outside it, so typed text that itself reads like a field or a decision cannot change the action.
 AutoUI's own training data does not escape quotes, so an unescaped quote ends the text only where a
 field could end: before the end of the output, or before ``,``/``;``/``}`` and then the end or
-another field's key; failing that, at the last quote. The parser is a left-to-right scan (no
+another field's key or a repeated ``Action Decision:``/``Action Plan:`` (a model that repeats
+itself); failing that, at the last quote. When the output holds more than one decision, the first
+wins: only the fields between the first ``Action Decision:`` and the next decision or plan count. The parser is a left-to-right scan (no
 backtracking regex), so its time is linear in the length of the model output, whatever the output.
 """
 
@@ -31,9 +33,9 @@ import math
 import re
 from collections.abc import Callable
 
+from distrl_core.envs.action_rules import MAX_TEXT_CHARS
 from distrl_core.envs.actions import (
     COORD_DECIMALS,
-    MAX_TEXT_CHARS,
     Action,
     ActionKind,
     has_lone_surrogate,
@@ -43,11 +45,13 @@ from distrl_core.envs.actions import (
 __all__ = ["AUTOUI_TAP_DISTANCE", "format_autoui_action", "is_tap", "parse_autoui_action"]
 
 AUTOUI_TAP_DISTANCE = 0.04
-_GRID = 10**COORD_DECIMALS
+_GRID: int = 10**COORD_DECIMALS
 _TAP_DISTANCE_UNITS = round(AUTOUI_TAP_DISTANCE * _GRID)  # 400 grid units
 
 # Neither pattern has nested or overlapping quantifiers: each whitespace run is crossed once.
 _DECISION = re.compile(r"action\s*decision\s*:", re.IGNORECASE)
+# Where a repeated output starts again: a next decision, or a next plan (which a decision follows).
+_REPEAT = re.compile(r"action\s*(?:decision|plan)\s*:", re.IGNORECASE)
 _KEY = re.compile(r'"?(action_type|touch_point|lift_point|typed_text)"?\s*:', re.IGNORECASE)
 _TYPED_TEXT_KEY = re.compile(r'"?typed_text"?\s*:', re.IGNORECASE)
 # What may stand before a key that starts a field (besides the start of the text); ":" ends "Action Decision:".
@@ -136,7 +140,7 @@ def is_tap(touch_yx: tuple[float, float], lift_yx: tuple[float, float]) -> bool:
     """
     dy = _grid(touch_yx[0]) - _grid(lift_yx[0])
     dx = _grid(touch_yx[1]) - _grid(lift_yx[1])
-    return dy * dy + dx * dx <= _TAP_DISTANCE_UNITS * _TAP_DISTANCE_UNITS
+    return bool(dy * dy + dx * dx <= _TAP_DISTANCE_UNITS * _TAP_DISTANCE_UNITS)
 
 
 def _dual_point(fields: dict[str, str], raw: str) -> Action:
@@ -153,14 +157,15 @@ def _dual_point(fields: dict[str, str], raw: str) -> Action:
 
 def _ends_value(text: str, index: int) -> bool:
     """Whether a quote just before ``index`` can close a field's value: the end of the output
-    follows, or a terminator and then the end or another field's key."""
+    follows, or a repeated decision or plan (after a terminator or not), or a terminator and then
+    the end or another field's key."""
     index = _skip_space(text, index)
-    if index == len(text):
+    if index == len(text) or _REPEAT.match(text, index) is not None:
         return True
     if text[index] not in _VALUE_TERMINATORS:
         return False
     index = _skip_space(text, index + 1)
-    return index == len(text) or _KEY.match(text, index) is not None
+    return index == len(text) or _KEY.match(text, index) is not None or _REPEAT.match(text, index) is not None
 
 
 def _skip_space(text: str, index: int) -> int:
@@ -212,9 +217,9 @@ def _join(chars: list[str]) -> str:
         return text
 
 
-def _typed_text(text: str) -> tuple[str | None, str]:
-    """The typed text (None when there is no quoted ``typed_text`` value) and the output with that
-    value emptied, so nothing inside the text is read as a field."""
+def _typed_text(text: str) -> tuple[str | None, str, int]:
+    """The typed text (None when there is no quoted ``typed_text`` value), the output with that
+    value emptied, so nothing inside the text is read as a field, and where its key starts (-1)."""
     key = None
     for match in _TYPED_TEXT_KEY.finditer(text):
         if _starts_field(text, match.start()):
@@ -222,12 +227,22 @@ def _typed_text(text: str) -> tuple[str | None, str]:
             break
         key = key or match
     if key is None:
-        return None, text
+        return None, text, -1
     read = _read_string(text, key.end())
     if read is None:
-        return None, text
+        return None, text, -1
     value, opening, after = read
-    return value, text[:opening] + '""' + text[after:]
+    return value, text[:opening] + '""' + text[after:], key.start()
+
+
+def _first_decision(text: str) -> tuple[int, int]:
+    """Where the fields of the first decision lie: from after the first ``Action Decision:`` to the
+    next decision or plan (a model that repeats itself); the whole output when it names no decision."""
+    decision = _DECISION.search(text)
+    if decision is None:
+        return 0, len(text)
+    following = _REPEAT.search(text, decision.end())
+    return decision.end(), following.start() if following else len(text)
 
 
 def _type(typed: str | None, raw: str) -> Action:
@@ -253,9 +268,12 @@ def parse_autoui_action(text: object) -> Action:
     if not isinstance(text, str):
         return Action.invalid(repr(text), f"expected a string, got {type(text).__name__}")
     try:
-        typed, rest = _typed_text(text)
-        body = _DECISION.split(rest)[-1]  # the plan before "Action Decision:" may name action types
-        fields = _fields(body)
+        typed, rest, typed_key = _typed_text(text)
+        # The plan before "Action Decision:" may name action types; a repeated decision is not read.
+        start, end = _first_decision(rest)
+        if typed is not None and not start <= typed_key < end:
+            typed = None  # typed text of a later decision, or of the plan
+        fields = _fields(rest[start:end])
         action_type = _unquote_word(fields.get("action_type", ""))
         if not action_type:
             return Action.invalid(text, 'no "action_type" found in AutoUI output')

@@ -66,7 +66,7 @@ def default_tokenizer_corpus() -> tuple[str, ...]:
     return tuple(simdroid_corpus("train"))
 
 
-def default_tokenizer(extra_words: Sequence[str] = ()):
+def default_tokenizer(extra_words: Sequence[str] = ()) -> Any:
     """The word-level tokenizer of the tiny default policy, built from SimDroid's train split."""
     return build_word_tokenizer(default_tokenizer_corpus(), extra_words=[*PROMPT_WORDS, *extra_words])
 
@@ -139,7 +139,7 @@ class Policy:
             return cls(config, model, tokenizer, build_heads(config, model, tokenizer), base, processor)
         return cls(config, model, tokenizer, build_heads(config, model, tokenizer), base)
 
-    def _hf_config(self):
+    def _hf_config(self) -> Any:
         return getattr(self.model, "config", None)
 
     # ----- parameters -----------------------------------------------------------------------------

@@ -141,7 +141,7 @@ def build_word_tokenizer(
         [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex(WORD_PATTERN), behavior="isolated")]
     )
     core.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # joins words with spaces
-    return PreTrainedTokenizerFast(
+    return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=core,
         pad_token=SPECIAL_TOKENS["pad"],
         unk_token=SPECIAL_TOKENS["unk"],

@@ -111,7 +111,8 @@ def save_policy(policy: Policy, directory: str | Path) -> Path:
 def _read_json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: {path.parent} is not a policy version directory")
-    return json.loads(path.read_text())
+    loaded: dict[str, Any] = json.loads(path.read_text())
+    return loaded
 
 
 def _check_hash(expected: str, actual: str, what: str, directory: Path, fix: str) -> None:
@@ -140,7 +141,11 @@ def _build(directory: Path, config: PolicyConfig, base: dict[str, Any], base_ove
     from transformers import AutoProcessor, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(directory / "tokenizer")
-    processor = AutoProcessor.from_pretrained(directory / "processor") if config.vision else None
+    processor = (
+        AutoProcessor.from_pretrained(directory / "processor")  # type: ignore[no-untyped-call]
+        if config.vision
+        else None
+    )
     if processor is not None:
         tokenizer = processor.tokenizer
     if base["kind"] == "tiny":

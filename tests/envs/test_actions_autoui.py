@@ -270,3 +270,68 @@ def test_any_text_in_any_field_order_parses_back(
     body = separator.join(fields[name] for name in order)
     text = ("Action Plan: [TYPE,PRESS_BACK] ; Action Decision: " if plan else "") + body
     assert parse_autoui_action(text) == Action.type_text(typed), text
+
+
+def test_a_repeated_decision_ends_the_typed_text_and_the_first_decision_wins() -> None:
+    # A model that repeats itself: the quote before "; Action Decision:" closes the text.
+    decision = (
+        'Action Decision: "action_type": "TYPE", "touch_point": "[-1.0, -1.0]", '
+        '"lift_point": "[-1.0, -1.0]", "typed_text": "shoes"'
+    )
+    assert parse_autoui_action(f"Action Plan: [TYPE] ; {decision} ; {decision}") == Action.type_text("shoes")
+    back_then_type = (
+        'Action Plan: [PRESS_BACK] ; Action Decision: "action_type": "PRESS_BACK", "typed_text": "" ; '
+        'Action Plan: [TYPE] ; Action Decision: "action_type": "TYPE", "typed_text": "x"'
+    )
+    assert parse_autoui_action(back_then_type) == Action.press("BACK")
+    # The first decision names TYPE but holds no text: a later decision's text is not borrowed.
+    borrowed = parse_autoui_action(
+        'Action Decision: "action_type": "TYPE" ; Action Decision: "action_type": "TYPE", "typed_text": "x"'
+    )
+    assert not borrowed.is_valid and "typed_text" in (borrowed.reason or "")
+
+
+def autoui_fields(action_type: str, touch: str, lift: str, text: str) -> str:
+    return (
+        f'"action_type": "{action_type}", "touch_point": "[{touch}]", '
+        f'"lift_point": "[{lift}]", "typed_text": "{text}"'
+    )
+
+
+_points = st.tuples(coords, coords).map(lambda yx: f"{yx[0]}, {yx[1]}")
+# AutoUI's own data does not escape: raw text is anything without a quote or a backslash.
+_raw_text = st.text(min_size=1, max_size=200).filter(lambda text: '"' not in text and "\\" not in text)
+_decisions = st.one_of(
+    st.builds(lambda touch, lift: ("DUAL_POINT", touch, lift, ""), _points, _points),
+    st.builds(lambda text: ("TYPE", "-1.0, -1.0", "-1.0, -1.0", text), _raw_text),
+    st.sampled_from(["PRESS_BACK", "PRESS_HOME", "PRESS_ENTER", "STATUS_TASK_COMPLETE"]).map(
+        lambda kind: (kind, "-1.0, -1.0", "-1.0, -1.0", "")
+    ),
+)
+_repeat_separators = st.sampled_from([" ; ", ";", "\n", " ", ", ", " ;\n"])
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    _decisions,
+    st.lists(_decisions, min_size=1, max_size=3),
+    st.lists(_repeat_separators, min_size=3, max_size=3),
+    st.lists(st.booleans(), min_size=3, max_size=3),
+)
+def test_the_first_of_repeated_decisions_wins(
+    first: tuple[str, str, str, str],
+    repeats: list[tuple[str, str, str, str]],
+    separators: list[str],
+    with_plan: list[bool],
+) -> None:
+    def decision(fields: tuple[str, str, str, str], plan: bool) -> str:
+        return (
+            (f"Action Plan: [{fields[0]}] ; " if plan else "") + "Action Decision: " + autoui_fields(*fields)
+        )
+
+    alone = parse_autoui_action(decision(first, True))
+    assert alone.is_valid, alone
+    text = decision(first, True)
+    for index, repeat in enumerate(repeats):
+        text += separators[index] + decision(repeat, with_plan[index])
+    assert parse_autoui_action(text) == alone, text

@@ -31,14 +31,25 @@ needs_adb = pytest.mark.skipif(
 SERIAL = "emulator-5554"
 
 
-def adb(server: FakeAdbServer, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+def adb(
+    server: FakeAdbServer,
+    *args: str,
+    cwd: Path | None = None,
+    stdin: bytes | None = None,
+    home: Path | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run Debian's adb against ``server``; ``stdin``: what it reads (none: /dev/null); ``home``: its
+    HOME (where ``adb emu`` reads the console token)."""
     assert ADB is not None
     env = {**os.environ, "ANDROID_ADB_SERVER_PORT": str(server.port)}
     env.pop("ANDROID_SERIAL", None)
+    if home is not None:
+        env["HOME"] = str(home)
     return subprocess.run(
         [ADB, "-P", str(server.port), *args],
         capture_output=True,
-        stdin=subprocess.DEVNULL,
+        input=stdin,
+        stdin=subprocess.DEVNULL if stdin is None else None,
         timeout=30,
         env=env,
         cwd=cwd,

@@ -72,12 +72,11 @@ def test_wait_for_honours_transport_and_ambiguity(fake_adb: FakeAdbServer) -> No
 
 def test_list_forward_per_device_and_for_the_server(fake_adb: FakeAdbServer) -> None:
     client = adbutils.AdbClient("127.0.0.1", fake_adb.port)
-    client.device("emulator-5554").forward("tcp:40001", "tcp:1")
-    client.device("emulator-5556").forward("tcp:40002", "tcp:2")
-    assert query(fake_adb.port, "host-serial:emulator-5556:list-forward") == (
-        "OKAY",
-        "emulator-5556 tcp:40002 tcp:2\n",
-    )
+    # Forwards listen: tcp:0 lets the server pick free ports, named by the port in the listing.
+    client.device("emulator-5554").forward("tcp:0", "tcp:1")
+    client.device("emulator-5556").forward("tcp:0", "tcp:2")
+    word, listing = query(fake_adb.port, "host-serial:emulator-5556:list-forward")
+    assert word == "OKAY" and re.fullmatch(r"emulator-5556 tcp:\d+ tcp:2\n", listing or ""), listing
     assert len(query(fake_adb.port, "host:list-forward")[1].splitlines()) == 2
     raw = RawAdb(fake_adb.port)
     raw.send("host:killforward-all")

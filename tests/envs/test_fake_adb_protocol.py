@@ -164,8 +164,8 @@ def test_exec_streams_binary_png_unmodified(fake_adb: FakeAdbServer) -> None:
     assert png == phone.screenshot_png() and png.startswith(b"\x89PNG\r\n\x1a\n")
 
 
-def test_unknown_device_service_and_interactive_shell_fail_clearly(fake_adb: FakeAdbServer) -> None:
-    for request, expected in (("reboot:", "not supported"), ("shell:", "interactive shell")):
+def test_unknown_device_service_and_empty_exec_fail_clearly(fake_adb: FakeAdbServer) -> None:
+    for request, expected in (("reboot:", "not supported"), ("exec:", "give a command")):
         client = open_device(fake_adb.port, "emulator-5554")
         client.send(request)
         word, message = client.status()

@@ -1,4 +1,4 @@
-"""The `learn` flow with learner_processes=2: torchrun starts the second learner process, rank 0
+"""The `learn` flow with learner_processes=2: rank 0 starts the second learner process, rank 0
 publishes, and a collector acts with the version it published."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def _versions_collected(store: Path) -> set[int]:
     return {v for p in shards for v in pq.read_table(p, columns=["policy_version"]).column(0).to_pylist()}
 
 
-@pytest.mark.slow  # Prefect's harness, MLflow on SQLite, two collections and a torchrun launch
+@pytest.mark.slow  # Prefect's harness, MLflow on SQLite, two collections and a second learner process
 def test_a_two_process_learner_publishes_a_version_a_collector_acts_with(embedded_home: Path, caplog) -> None:
     warm_start_policy.fn(WarmStartConfig(family="general", updates=2))
     collector = CollectorParams(pool="pool_a", collector_id="a0", family="general", max_episodes=8)
@@ -35,6 +35,6 @@ def test_a_two_process_learner_publishes_a_version_a_collector_acts_with(embedde
     with caplog.at_level(logging.INFO, logger="tasks.learner_ranks"):
         result = learn(params, ReplaySettings(min_size_steps=1, samples_per_insert=None), bootstrap=False)
     assert result["published"] == [2] and result["updates"] == 2
-    assert "torchrun started 1 follower learner rank(s)" in caplog.text
+    assert "started 1 follower learner rank(s)" in caplog.text
     assert collect(collector.model_copy(update={"collector_id": "a1"}))["episodes"] == 8
     assert _versions_collected(embedded_home / "store") == {1, 2}

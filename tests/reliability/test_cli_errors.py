@@ -101,7 +101,7 @@ def test_a_busy_fake_adb_port(tmp_path) -> None:
         busy.listen()
         port = busy.getsockname()[1]
         done = subprocess.run(
-            [sys.executable, "-m", "flows.cli", "fake-adb", "--port", str(port)],
+            [sys.executable, "-m", "flows.cli", "fake-adb", "--port", str(port), "--console-port", "0"],
             env=dict(os.environ, PYTHONPATH=str(ROOT)),
             cwd=tmp_path,
             capture_output=True,
@@ -110,3 +110,20 @@ def test_a_busy_fake_adb_port(tmp_path) -> None:
         )
     assert done.returncode == 2
     _one_line_error(done.stderr, f"--port {port}", "in use")
+
+
+def test_a_busy_fake_adb_console_port(tmp_path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "flows.cli", "fake-adb", "--port", "0", "--console-port", str(port)],
+            env=dict(os.environ, PYTHONPATH=str(ROOT), HOME=str(tmp_path)),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 2
+    _one_line_error(done.stderr, f"--console-port {port}", "in use")

@@ -1,4 +1,4 @@
-"""Rank 0 with a follower that torchrun starts: the draw from the DuckDB replay is shared, the
+"""Rank 0 with a follower it starts: the draw from the DuckDB replay is shared, the
 priorities rank 0 writes back and the weights it would publish are the single-process ones."""
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ def _replay(rows: list[dict], root: Path) -> Replay:
     return replay
 
 
-def _train(learner: Learner, replay: Replay, sample, out: Path) -> np.ndarray:
+def _train(
+    learner: Learner, replay: Replay, sample, out: Path, ranks: LearnerRanks | None = None
+) -> np.ndarray:
     """One update on the replay's draw, its priorities written back; the published files in `out`."""
     written: list[np.ndarray] = []
 
@@ -42,13 +44,16 @@ def _train(learner: Learner, replay: Replay, sample, out: Path) -> np.ndarray:
         replay.update_priorities(slots, priorities)
         written.append(priorities)
 
-    train_step(learner, sample, write_back)
+    if ranks is None:
+        train_step(learner, sample, write_back)
+    else:
+        ranks.train_step(sample, write_back)
     with learner.averaged() as policy:
         save_policy(policy, out)
     return written[0]
 
 
-def test_a_torchrun_follower_makes_rank_0_write_and_publish_the_single_process_update(
+def test_a_follower_makes_rank_0_write_and_publish_the_single_process_update(
     episode_rows, make_policy, tmp_path
 ) -> None:
     save_policy(make_policy(), tmp_path / "v1")  # the version both learners resume from
@@ -65,11 +70,11 @@ def test_a_torchrun_follower_makes_rank_0_write_and_publish_the_single_process_u
     learner = Learner(load_policy(tmp_path / "v1"), LearnerConfig(**CONFIG))
     ranks = LearnerRanks.start(learner, 2)
     try:
-        assert "torch.distributed.run" in ranks.process.args  # torchrun started the follower
-        got = _train(learner, replay, ranks.sharing(lambda: draw_from(replay)), tmp_path / "ddp-v2")
+        assert [p.args[2] for p in ranks.processes] == ["tasks.learner_follower"]  # started by rank 0
+        got = _train(learner, replay, lambda: draw_from(replay), tmp_path / "ddp-v2", ranks)
     finally:
         ranks.close()
-    assert ranks.process.returncode == 0 and learner.parallel is None
+    assert [p.returncode for p in ranks.processes] == [0] and learner.parallel is None
     np.testing.assert_allclose(got, want, atol=1e-6)
     stored = replay.priorities_of(sorted({r["episode_id"] for r in episode_rows}))
     assert stored == pytest.approx(single_replay.priorities_of(list(stored)), abs=1e-6)

@@ -100,7 +100,7 @@ class AdbDeviceLink:
 
     def _list_devices(self, extended: bool = False) -> list[adbutils.AdbDeviceInfo]:
         try:
-            return self.client.list(extended=extended)
+            return list(self.client.list(extended=extended))
         except (AdbutilsConnectionError, AdbTimeout, OSError) as error:
             raise AdbConnectionError(
                 f"cannot reach the adb server at {self.config.host}:{self.config.port} ({error}); start it "
@@ -233,7 +233,7 @@ class AdbDeviceLink:
     def _pull_text(self, path: str) -> str:
         assert self.device is not None
         try:
-            return self.device.sync.read_bytes(path).decode("utf-8", errors="replace")
+            return str(self.device.sync.read_bytes(path).decode("utf-8", errors="replace"))
         except AdbTimeout as error:
             raise StepTimeoutError(f"pulling {path} from {self.where} timed out", self.serial) from error
         except (AdbError, EOFError, OSError) as error:

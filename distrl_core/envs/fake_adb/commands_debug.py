@@ -1,5 +1,5 @@
 """Shell commands a person debugging a device reaches for: ``pm list packages``, ``logcat``, ``pwd``,
-``mkdir``, ``touch``. Minimal, with Android 14's (toybox's) messages; what they do not cover they
+``mkdir``, ``touch``, ``md5sum``. Minimal, with Android 14's (toybox's) messages; what they do not cover they
 refuse the way the real command does. The caller holds the device lock.
 
 ``logcat`` prints the device's log buffer (activity starts, force-stops, ``log`` lines) in the
@@ -10,6 +10,7 @@ refuse the way the real command does. The caller holds the device lock.
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 from distrl_core.envs.fake_adb.commands_system import ShellOutput
@@ -121,4 +122,23 @@ def touch(device: FakeDevice, args: list[str], stdin: bytes) -> ShellOutput:
     return ShellOutput(stderr=bytes(err), exit_code=1 if err else 0)
 
 
-COMMANDS = {"pm": pm, "logcat": logcat, "pwd": pwd, "mkdir": mkdir, "touch": touch}
+def md5sum(device: FakeDevice, args: list[str], stdin: bytes) -> ShellOutput:
+    """``md5sum [-b] [FILE...]``: ``<hash>  <name>`` per file (``-`` or none: stdin); ``-b``: hash only."""
+    brief = "-b" in args
+    paths = [arg for arg in args if arg != "-b"] or ["-"]
+    out, err = bytearray(), bytearray()
+    for path in paths:
+        try:
+            data = stdin if path == "-" else device.files.read(path)
+        except FileNotFoundError:
+            err += f"md5sum: {path}: No such file or directory\n".encode()
+            continue
+        except IsADirectoryError:
+            err += f"md5sum: {path}: Is a directory\n".encode()
+            continue
+        digest = hashlib.md5(data, usedforsecurity=False).hexdigest()
+        out += (f"{digest}\n" if brief else f"{digest}  {path}\n").encode()
+    return ShellOutput(bytes(out), bytes(err), 1 if err else 0)
+
+
+COMMANDS = {"pm": pm, "logcat": logcat, "pwd": pwd, "mkdir": mkdir, "touch": touch, "md5sum": md5sum}

@@ -226,7 +226,7 @@ def simdroid(device: FakeDevice, args: list[str], stdin: bytes) -> ShellOutput:
 
 
 def cat(device: FakeDevice, args: list[str], stdin: bytes) -> ShellOutput:
-    if not args:
+    if not args or args == ["-"]:
         return ShellOutput(stdout=stdin)
     out, err = bytearray(), bytearray()
     for path in args:

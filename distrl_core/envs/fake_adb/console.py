@@ -77,7 +77,11 @@ class FakeEmulatorConsole:
                 if words[0] in ("quit", "exit"):
                     return
                 if words[0] == "auth":
-                    authenticated = len(words) == 2 and secrets.compare_digest(words[1], self._token)
+                    # With auth off (an empty token file) any auth succeeds: adb sends the token
+                    # from its user's home whenever that file is there.
+                    authenticated = not self._token or (
+                        len(words) == 2 and secrets.compare_digest(words[1], self._token)
+                    )
                     reply = (
                         "Android Console: type 'help' for a list of commands\r\nOK\r\n"
                         if authenticated

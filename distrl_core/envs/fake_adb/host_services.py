@@ -3,18 +3,18 @@
 ``host:<query>`` asks about the server or "the one device"; ``host-serial:<serial>:<query>`` and
 ``host-transport-id:<n>:<query>`` about one device. Serials may contain colons (a network device is
 ``127.0.0.1:5555``), so the serial is matched against the served devices first and otherwise cut
-the way adb cuts it (``host:port`` stays whole). Port forwards live here too: like the real server,
-the fake keeps the list (``forward``, ``killforward``, ``list-forward``); it does not relay traffic.
+the way adb cuts it (``host:port`` stays whole). Port forwards are host requests too (``forward``,
+``killforward``, ``list-forward``); their listeners and traffic live in :mod:`forwards`.
 Error texts are adb's own (AOSP ``adb/adb.cpp``, ``adb/services.cpp``, ``adb/transport.cpp``).
 """
 
 from __future__ import annotations
 
 import socket
-import threading
 from collections.abc import Callable, Sequence
 
 from distrl_core.envs.fake_adb.device import FakeDevice
+from distrl_core.envs.fake_adb.forwards import ForwardTable
 from distrl_core.envs.fake_adb.wire import encode_block, send_fail, send_okay
 
 # What the device advertises; clients pick shell v2 and stat v2 from it. Only what is implemented here.
@@ -26,10 +26,9 @@ _TRANSPORTS = ("any", "usb", "local")
 class DeviceTable:
     """The devices a server serves, with adb's rules for picking one, and the server's forwards."""
 
-    def __init__(self, devices: Sequence[FakeDevice]):
+    def __init__(self, devices: Sequence[FakeDevice], host: str = "127.0.0.1"):
         self.devices = list(devices)
-        self.forwards: list[tuple[str, str, str]] = []  # (serial, local, remote)
-        self.lock = threading.Lock()
+        self.forwards = ForwardTable(host)  # forwards listen on the server's interface
 
     def present(self) -> list[FakeDevice]:
         return [device for device in self.devices if not device.killed]
@@ -67,11 +66,6 @@ class DeviceTable:
             else:
                 lines.append(f"{device.serial}\t{device.state}")
         return "".join(line + "\n" for line in lines)
-
-    def forward_listing(self, serial: str | None = None) -> str:
-        with self.lock:
-            rows = [row for row in self.forwards if serial is None or row[0] == serial]
-        return "".join(f"{s} {local} {remote}\n" for s, local, remote in rows)
 
 
 def _network_serial_end(rest: str) -> int:
@@ -120,7 +114,7 @@ def host_query(
         return
     if query == "list-forward":  # per device: that device's forwards only
         found = table.find(selector)
-        send_okay(sock, table.forward_listing(None if isinstance(found, str) else found.serial))
+        send_okay(sock, table.forwards.listing(None if isinstance(found, str) else found.serial))
         return
     found = table.find(selector)
     if isinstance(found, str):
@@ -157,10 +151,9 @@ def _server_query(
         send_okay(sock)
         request_kill()
     elif query == "list-forward":
-        send_okay(sock, table.forward_listing())
+        send_okay(sock, table.forwards.listing())
     elif query == "killforward-all":  # every device's forwards
-        with table.lock:
-            table.forwards.clear()
+        table.forwards.remove_all()
         sock.sendall(b"OKAYOKAY")
     elif query.startswith("connect:"):
         send_okay(sock, _connect(table, query.removeprefix("connect:")))
@@ -206,29 +199,30 @@ def _disconnect(sock: socket.socket, table: DeviceTable, address: str) -> None:
 def _forward(sock: socket.socket, table: DeviceTable, device: FakeDevice, query: str) -> None:
     """``forward:[norebind:]<local>;<remote>``, ``killforward:<local>``, ``killforward-all``.
 
-    On success the host answers OKAY twice (connected, done); on failure one FAIL (adb.cpp)."""
-    with table.lock:
-        if query == "killforward-all":
-            table.forwards[:] = [row for row in table.forwards if row[0] != device.serial]
-        elif query.startswith("killforward:"):
-            local = query.removeprefix("killforward:")
-            kept = [row for row in table.forwards if row[1] != local]
-            if len(kept) == len(table.forwards):
-                send_fail(sock, f"listener '{local}' not found")
-                return
-            table.forwards[:] = kept
-        else:
-            spec = query.removeprefix("forward:")
-            norebind = spec.startswith("norebind:")
-            local, sep, remote = spec.removeprefix("norebind:").partition(";")
-            if not sep or not local or not remote:
-                send_fail(sock, f"malformed forward spec '{spec}'")
-                return
-            if norebind and any(row[1] == local for row in table.forwards):
-                send_fail(sock, "cannot rebind existing socket")
-                return
-            table.forwards[:] = [row for row in table.forwards if row[1] != local]
-            table.forwards.append((device.serial, local, remote))
+    On success the host answers OKAY twice (connected, done), and after a ``forward`` of ``tcp:0`` the
+    port it picked; on failure one FAIL (adb.cpp)."""
+    if query == "killforward-all":
+        table.forwards.remove_all(device.serial)
+    elif query.startswith("killforward:"):
+        local = query.removeprefix("killforward:")
+        if not table.forwards.remove(local):
+            send_fail(sock, f"listener '{local}' not found")
+            return
+    else:
+        spec = query.removeprefix("forward:")
+        norebind = spec.startswith("norebind:")
+        local, sep, remote = spec.removeprefix("norebind:").partition(";")
+        if not sep or not local or not remote:
+            send_fail(sock, f"malformed forward spec '{spec}'")
+            return
+        port = table.forwards.add(device, local, remote, norebind)
+        if isinstance(port, str):
+            send_fail(sock, port)
+            return
+        if local == "tcp:0":
+            sock.sendall(b"OKAY")
+            send_okay(sock, str(port))
+            return
     sock.sendall(b"OKAYOKAY")
 
 

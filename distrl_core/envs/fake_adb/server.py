@@ -3,12 +3,20 @@
 ``FakeAdbServer`` runs in background threads (tests, benchmarks); ``run_fake_adb`` blocks until Ctrl-C
 (what ``distrl fake-adb --port P --devices N`` calls). Clients: adbutils, Debian's ``adb -P P``, or the
 project's :class:`~distrl_core.envs.adb.AdbEnv`.
+
+``adb emu CMD`` finds a console the way it finds an emulator's: from the serial (``emulator-5554``: the
+console on 127.0.0.1:5554), sending ``auth <token>`` read from ``~/.emulator_console_auth_token``
+first. So it reaches a fake device only when the consoles sit on the serials' ports
+(``console_base_port``; ``distrl fake-adb`` does this, on 5554, 5556, ... by default) and the token
+file in the client's home is the server's. A real emulator's adbd also listens on the odd port of the
+pair (5555); the fake serves no adbd port: the fake server is itself the adb server.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import socket
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,13 +24,22 @@ from types import TracebackType
 
 from distrl_core.envs.fake_adb.console import DEFAULT_AUTH_TOKEN_PATH, FakeEmulatorConsole
 from distrl_core.envs.fake_adb.device import FakeDevice
-from distrl_core.envs.fake_adb.services import DeviceTable, handle_connection
+from distrl_core.envs.fake_adb.host_services import DeviceTable
+from distrl_core.envs.fake_adb.services import handle_connection
 from distrl_core.envs.fake_adb.tcp import TcpService
 from distrl_core.envs.simdroid.device import FaultConfig, SimDroid, SimDroidConfig
 
 logger = logging.getLogger(__name__)
 
 FIRST_EMULATOR_PORT = 5554
+
+
+class ConsolePortError(OSError):
+    """An emulator console could not listen on its port (``port``)."""
+
+    def __init__(self, error: OSError, port: int) -> None:
+        super().__init__(error.errno, error.strerror)
+        self.port = port
 
 
 @dataclass
@@ -36,8 +53,9 @@ class FakeAdbConfig:
         distractor dialogs likewise) so devices differ from each other but the whole server is reproducible.
     faults: SimDroid's latency/fault model for every device (None: all faults off).
     console_base_port: first emulator console port; device ``i`` listens on ``console_base_port + 2*i``
-        and is named ``emulator-<that port>`` like a real emulator. None: consoles on free ports
-        (see ``server.console_port(serial)``), serials from emulator-5554.
+        and is named ``emulator-<that port>`` like a real emulator, so ``adb emu`` finds it. None:
+        consoles on free ports (see ``server.console_port(serial)``; ``adb emu`` cannot find those),
+        serials from emulator-5554.
     console_auth_token_path: the console's auth token file (created with a random token when missing;
         an empty file turns auth off). None: ``~/.emulator_console_auth_token``, like the emulator.
     idle_error_prob: chance that a ``uiautomator dump`` fails with "could not get idle state" (an
@@ -133,7 +151,7 @@ class FakeAdbServer:
                     seed=self.config.seed,
                 )
             )
-        self.table = DeviceTable(devices)
+        self.table = DeviceTable(devices, self.config.host)
         self._adb: TcpService | None = None
         self._consoles: dict[str, FakeEmulatorConsole] = {}
         self._stopped = threading.Event()
@@ -166,9 +184,12 @@ class FakeAdbServer:
         try:
             for index, device in enumerate(self.devices):
                 console_port = 0 if config.console_base_port is None else config.console_base_port + 2 * index
-                console = FakeEmulatorConsole(
-                    device, config.host, console_port, self.console_token_path, config.idle_timeout_s
-                )
+                try:
+                    console = FakeEmulatorConsole(
+                        device, config.host, console_port, self.console_token_path, config.idle_timeout_s
+                    )
+                except OSError as error:
+                    raise ConsolePortError(error, console_port) from error
                 console.start()
                 self._consoles[device.serial] = console
             self._adb = TcpService(
@@ -187,7 +208,7 @@ class FakeAdbServer:
         )
         return self
 
-    def _handle(self, sock) -> None:
+    def _handle(self, sock: socket.socket) -> None:
         handle_connection(sock, self.table, self.config.server_version, self._stop_in_background)
 
     def _stop_in_background(self) -> None:
@@ -200,6 +221,7 @@ class FakeAdbServer:
             device.stopping.set()
         if self._adb is not None:
             self._adb.stop()
+        self.table.forwards.remove_all()
         for console in self._consoles.values():
             console.stop()
         self._stopped.set()

@@ -5,8 +5,11 @@ A connection starts with host requests (AOSP ``adb/SERVICES.TXT``). Most are one
 length-prefixed string, after which the server closes the socket. ``host:transport:<serial>`` (and its
 ``-any``/``-id`` forms) and ``host:tport:...`` (which also sends the 8-byte transport id) bind the socket
 to a device; the next request then names a device service: ``shell:``/``shell,v2,...:`` (command
-output, raw or as shell-protocol packets), ``exec:`` (raw, what ``adb exec-out`` uses), ``sync:``,
-``reverse:`` or ``framebuffer:`` (the raw screen, as adbd's framebuffer_service sends it).
+output, raw or as shell-protocol packets; an empty command is an interactive shell), ``exec:`` (raw,
+what ``adb exec-out`` uses), ``sync:``, ``reverse:``, ``framebuffer:`` (the raw screen, as adbd's
+framebuffer_service sends it) or ``tcp:PORT`` (a connection to a port on the device, see
+:mod:`forwards`). A ``host:`` request on a bound socket asks the server about that device: Debian's
+``adb forward`` switches to the device first and then sends ``host:forward:...``.
 """
 
 from __future__ import annotations
@@ -19,10 +22,13 @@ from collections.abc import Callable
 from PIL import Image
 
 from distrl_core.envs.fake_adb.device import FakeDevice
+from distrl_core.envs.fake_adb.forwards import device_endpoint
 from distrl_core.envs.fake_adb.host_services import DeviceTable, host_query
+from distrl_core.envs.fake_adb.interactive_shell import serve_interactive_shell, wants_pty
 from distrl_core.envs.fake_adb.shell import ShellOutput, ShellSession, run_shell
-from distrl_core.envs.fake_adb.streams import SocketTerminal, follow_logcat, following_logcat_args
+from distrl_core.envs.fake_adb.streams import follow_logcat, following_logcat_args
 from distrl_core.envs.fake_adb.sync_service import serve_sync
+from distrl_core.envs.fake_adb.terminal import SocketTerminal
 from distrl_core.envs.fake_adb.wire import close_gracefully, read_request, send_fail, send_okay
 from distrl_core.envs.simdroid.faults import DeviceOffline
 
@@ -43,8 +49,14 @@ def handle_connection(
         request = read_request(sock)
         if request.startswith(("host:transport", "host:tport:")):
             device = _bind_transport(sock, table, request)
-            if device is not None:
-                _serve_device(sock, device, read_request(sock))
+            if device is None:
+                return
+            request = read_request(sock)
+            if request.startswith("host:"):  # about the bound device, e.g. host:forward:...
+                query = f"host-transport-id:{device.transport_id}:{request.removeprefix('host:')}"
+                host_query(sock, table, version, query, request_kill)
+            else:
+                _serve_device(sock, device, request)
             return
         host_query(sock, table, version, request, request_kill)
     finally:
@@ -88,17 +100,30 @@ def _serve_device(sock: socket.socket, device: FakeDevice, request: str) -> None
     if name == "framebuffer" and not argument:
         _framebuffer(sock, device)
         return
-    if name not in ("shell", "exec"):
-        send_fail(
-            sock,
-            f"'{request}' is not supported by the fake device (shell:, exec:, sync:, reverse:, framebuffer: are)",
-        )
+    if name == "tcp":
+        _connect(sock, device, request)
         return
+    if name in ("shell", "exec"):
+        _shell(sock, device, name, options, argument)
+        return
+    send_fail(
+        sock,
+        f"'{request}' is not supported by the fake device "
+        "(shell:, exec:, sync:, reverse:, framebuffer:, tcp: are)",
+    )
+
+
+def _shell(sock: socket.socket, device: FakeDevice, name: str, options: list[str], argument: str) -> None:
+    """``shell[,v2,...]:COMMAND`` or ``exec:COMMAND``; ``shell...:`` alone is an interactive shell."""
+    shell_v2 = name == "shell" and "v2" in options
     if not argument.strip():
-        send_fail(sock, "an interactive shell is not supported by the fake device: give a command")
+        if name == "exec":
+            send_fail(sock, "exec: without a command: give a command (exec:screencap -p)")
+            return
+        send_okay(sock)
+        serve_interactive_shell(sock, device, shell_v2, wants_pty(options, shell_v2))
         return
     send_okay(sock)
-    shell_v2 = name == "shell" and "v2" in options
     logcat_args = following_logcat_args(argument)
     if logcat_args is not None:
         follow_logcat(sock, device, logcat_args, shell_v2=shell_v2)
@@ -116,6 +141,16 @@ def _serve_device(sock: socket.socket, device: FakeDevice, request: str) -> None
         _send_shell_v2(sock, result)
     else:
         sock.sendall(result.merged)
+
+
+def _connect(sock: socket.socket, device: FakeDevice, spec: str) -> None:
+    """``tcp:PORT``: a stream to what listens on that port of the device, refused when nothing does."""
+    endpoint = device_endpoint(device, spec)
+    if endpoint is None:
+        send_fail(sock, "closed")  # what adb reports when the device refuses the connection
+        return
+    send_okay(sock)
+    endpoint(sock)
 
 
 def _send_shell_v2(sock: socket.socket, result: ShellOutput) -> None:

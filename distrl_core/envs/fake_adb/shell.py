@@ -41,6 +41,14 @@ BINARIES = {*COMMANDS, "kill", "sh"}
 # Commands that do not touch the phone, so a long `sleep` does not block other clients of the device;
 # screenrecord takes the lock for each frame it captures.
 _NO_DEVICE_LOCK = {"sleep", "echo", "true", "false", "grep", "screenrecord"}
+# Commands that read stdin, and when, by their operands (not options): cat/md5sum with no file or
+# "-", grep with a pattern and no file, sh with no script.
+_READS_STDIN: dict[str, Callable[[list[str]], bool]] = {
+    "cat": lambda operands: not operands or operands == ["-"],
+    "md5sum": lambda operands: not operands or operands == ["-"],
+    "grep": lambda operands: len(operands) == 1,
+    "sh": lambda operands: not operands,
+}
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
@@ -55,7 +63,7 @@ def run_shell(device: FakeDevice, line: str, session: ShellSession | None = None
     except ShellSyntaxError as error:
         return ShellOutput(stderr=f"/system/bin/sh: {error}\n".encode(), exit_code=2)
     stdout, stderr, merged = bytearray(), bytearray(), bytearray()
-    exit_code = 0
+    exit_code = int(session.variables.get("?", "0"))  # a line of an interactive shell sees the last status
     for pipeline in pipelines:
         if (pipeline.run_if == "&&" and exit_code != 0) or (pipeline.run_if == "||" and exit_code == 0):
             continue
@@ -63,6 +71,8 @@ def run_shell(device: FakeDevice, line: str, session: ShellSession | None = None
         first_word = pipeline.commands[0].words[0].expand(session.variables)
         if first_word == "exit" and len(pipeline.commands) == 1:
             return _exit(pipeline, session, stdout, stderr, merged)
+        if first_word == "exec" and len(pipeline.commands) == 1 and len(pipeline.commands[0].words) > 1:
+            return _exec(device, pipeline.commands[0], session, stdout, stderr, merged)
         if pipeline.background and len(pipeline.commands) == 1:
             argv = [word.expand(session.variables) for word in pipeline.commands[0].words]
             session.start_job(device, argv, partial(_run_command, device, pipeline.commands[0], b"", session))
@@ -73,6 +83,7 @@ def run_shell(device: FakeDevice, line: str, session: ShellSession | None = None
         stderr += result.stderr
         merged += result.merged
         exit_code = result.exit_code
+    session.variables["?"] = str(exit_code)
     return ShellOutput(bytes(stdout), bytes(stderr), exit_code, interleaved=bytes(merged))
 
 
@@ -80,6 +91,7 @@ def _exit(
     pipeline: Pipeline, session: ShellSession, stdout: bytearray, stderr: bytearray, merged: bytearray
 ) -> ShellOutput:
     """``exit [n]`` ends the whole command line (the device's shell) with status n (default: the last)."""
+    session.exited = True
     exit_code = int(session.variables["?"])
     args = [word.expand(session.variables) for word in pipeline.commands[0].words[1:]]
     if args and args[0].lstrip("-").isdigit():
@@ -87,8 +99,29 @@ def _exit(
     return ShellOutput(bytes(stdout), bytes(stderr), exit_code, interleaved=bytes(merged))
 
 
+def _exec(
+    device: FakeDevice,
+    command: SimpleCommand,
+    session: ShellSession,
+    stdout: bytearray,
+    stderr: bytearray,
+    merged: bytearray,
+) -> ShellOutput:
+    """``exec COMMAND``: the command replaces the shell, so nothing after it runs (Debian's ``adb
+    logcat`` sends ``export ANDROID_LOG_TAGS="''"; exec logcat``). ``exec`` alone changes nothing."""
+    session.exited = True
+    result = _run_command(device, SimpleCommand(command.words[1:], command.redirects), None, session)
+    session.variables["?"] = str(result.exit_code)
+    return ShellOutput(
+        bytes(stdout + result.stdout),
+        bytes(stderr + result.stderr),
+        result.exit_code,
+        interleaved=bytes(merged + result.merged),
+    )
+
+
 def _run_pipeline(device: FakeDevice, pipeline: Pipeline, session: ShellSession) -> ShellOutput:
-    piped = b""
+    piped: bytes | None = None  # the first command's stdin is the client's
     stderr = bytearray()
     result = ShellOutput()
     for command in pipeline.commands:
@@ -96,12 +129,15 @@ def _run_pipeline(device: FakeDevice, pipeline: Pipeline, session: ShellSession)
         piped = result.stdout
         stderr += result.stderr
     # Every stage's stderr reaches the terminal before the last stage's output is complete.
-    return ShellOutput(piped, bytes(stderr), result.exit_code, interleaved=bytes(stderr) + piped)
+    return ShellOutput(
+        result.stdout, bytes(stderr), result.exit_code, interleaved=bytes(stderr) + result.stdout
+    )
 
 
 def _run_command(
-    device: FakeDevice, command: SimpleCommand, stdin: bytes, session: ShellSession
+    device: FakeDevice, command: SimpleCommand, stdin: bytes | None, session: ShellSession
 ) -> ShellOutput:
+    """Run one command; ``stdin`` None: it reads the client's input (if it reads stdin at all)."""
     words = list(command.words)
     assignments: dict[str, str] = {}
     while words and _ASSIGNMENT.match(words[0].literal_prefix()):
@@ -111,6 +147,8 @@ def _run_command(
         session.variables.update(assignments)
         return _apply_redirects(device, command, ShellOutput(), session)
     argv = [word.expand(session.variables) for word in words]
+    if stdin is None:
+        stdin = _client_input(argv, session)
     function = COMMANDS.get(argv[0])
     builtin = BUILTINS.get(argv[0])
     if builtin is not None:
@@ -125,6 +163,16 @@ def _run_command(
         with device.lock:
             result = function(device, argv[1:], stdin)
     return _apply_redirects(device, command, result, session)
+
+
+def _client_input(argv: list[str], session: ShellSession) -> bytes:
+    """What the client sends as stdin (``echo x | adb shell cat``), read only by a command that reads
+    stdin given these arguments: waiting for input no one sends would hang every other command."""
+    operands = [arg for arg in argv[1:] if not arg.startswith("-") or arg == "-"]
+    reads = _READS_STDIN.get(argv[0])
+    if reads is None or session.terminal is None or not reads(operands):
+        return b""
+    return session.terminal.read_all()
 
 
 def _apply_redirects(

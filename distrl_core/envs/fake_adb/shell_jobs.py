@@ -1,8 +1,9 @@
 """The fake shell's state across one command line, and the builtins that use it.
 
 A :class:`ShellSession` holds the variables (``$1``, ``$!``, ``PID`` ...), the background jobs started
-with ``&`` and the client's terminal (for ``read``). The builtins here (``read``, ``kill``, ``wait``,
-``sh``) run without the device lock, because they wait: on the client, on a job, or on a script.
+with ``&`` and the client's terminal (for ``read``, and the stdin of a command like ``cat``). The
+builtins here (``read``, ``kill``, ``wait``, ``sh``, ``export``) run without the device lock, because
+they wait: on the client, on a job, or on a script.
 
 Only a command that runs until stopped (``screenrecord``, see :data:`BACKGROUND`) becomes a real job in
 a thread; any other command ended by ``&`` runs to completion at once and its status is kept for
@@ -31,6 +32,9 @@ _SIGNALS = {name.removeprefix("SIG"): int(number) for name, number in signal.Sig
 class Terminal(Protocol):
     def readline(self) -> bytes | None:
         """The next line the client types (with its newline), or None at end of input."""
+
+    def read_all(self) -> bytes:
+        """Everything the client types until it ends its input."""
 
 
 @dataclass
@@ -63,6 +67,7 @@ class ShellSession:
     variables: dict[str, str] = field(default_factory=lambda: {"?": "0", "$": "4200", "#": "0", "0": "sh"})
     terminal: Terminal | None = None
     jobs: dict[int, Job] = field(default_factory=dict)
+    exited: bool = False  # `exit` or `exec` ended this shell: an interactive one reads no more lines
     _pids: itertools.count[int] = field(default_factory=lambda: itertools.count(_FIRST_PID))
 
     def start_job(self, device: FakeDevice, argv: list[str], run: Callable[[], ShellOutput]) -> None:
@@ -147,11 +152,9 @@ def sh(device: FakeDevice, session: ShellSession, args: list[str], stdin: bytes)
     """``sh -c LINE [ARG0 ARG...]`` or ``sh FILE [ARG...]``: a child shell with its own variables."""
     from distrl_core.envs.fake_adb.shell import run_shell  # the interpreter, which imports this module
 
-    if not args:
-        return ShellOutput(
-            stderr=b"sh: the fake device has no interactive shell: give a command\n", exit_code=2
-        )
-    if args[0] == "-c":
+    if not args:  # the script is stdin: a pipe, else what the client types
+        line, positional = stdin.decode(errors="replace"), ["sh"]
+    elif args[0] == "-c":
         if len(args) < 2:
             return ShellOutput(stderr=b"sh: -c: option requires an argument\n", exit_code=2)
         line, positional = args[1], args[2:] or ["sh"]
@@ -170,4 +173,16 @@ def sh(device: FakeDevice, session: ShellSession, args: list[str], stdin: bytes)
     return run_shell(device, line, child)
 
 
-BUILTINS = {"read": read, "kill": kill, "wait": wait, "sh": sh}
+def export(device: FakeDevice, session: ShellSession, args: list[str], stdin: bytes) -> ShellOutput:
+    """``export NAME=value``... sets variables (the fake has no environment apart from them);
+    ``export NAME`` and ``export -p`` change nothing."""
+    for arg in args:
+        name, assigned, value = arg.partition("=")
+        if assigned and name.isidentifier():
+            session.variables[name] = value
+        elif assigned or not (arg == "-p" or arg.isidentifier()):
+            return ShellOutput(stderr=f"sh: export: {arg}: bad variable name\n".encode(), exit_code=1)
+    return ShellOutput()
+
+
+BUILTINS = {"read": read, "kill": kill, "wait": wait, "sh": sh, "export": export}

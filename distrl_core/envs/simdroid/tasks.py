@@ -64,7 +64,7 @@ class Task:
     def __hash__(self) -> int:
         return hash(self.task_id)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Task], tuple[Any, ...]]:
         # mappingproxy cannot be pickled; rebuild from a plain dict (multiprocessing, deepcopy)
         fields = (self.task_id, self.family, self.kind, self.instruction, self.split, self.horizon)
         return (Task, (*fields, dict(self.params)))
@@ -177,7 +177,7 @@ def _webshop_specs(split: str, rng: random.Random) -> list[tuple[str, str, dict[
             if query is not None:
                 params["query"] = query
             if level == 3:
-                product = first_product(site.domain, query)  # type: ignore[arg-type]
+                product = first_product(site.domain, query)
                 params["product_id"] = product.product_id
                 params["product_name"] = product.name
             specs.append((kinds[level], template.format(site=site.domain, q=query), params))
