@@ -206,9 +206,9 @@ def _policy(registry: PolicyRegistry, ref: str) -> tuple[int, Policy]:
     return fetched.version, load_policy(fetched.path).eval()
 
 
-def _verdict(request: RunRequest, task: Task, env: Environment, result: RolloutResult) -> EvalResult:
+def _verdict(request: RunRequest, task: Task, watched: _Watched, result: RolloutResult) -> EvalResult:
     """The device's own check where it has one; else the model judge, if one is configured."""
-    episode = result.episodes[0]
+    episode, env = result.episodes[0], watched.env
     if isinstance(env, SimDroidEnv):
         return SimStateEvaluator(env.device).evaluate(EpisodeContext(task.instruction, task=task))
     if request.fake_adb:
@@ -219,10 +219,10 @@ def _verdict(request: RunRequest, task: Task, env: Environment, result: RolloutR
     )
     device = getattr(getattr(env, "link", None), "device", None)
     found = AdbRuleEvaluator().evaluate(EpisodeContext(task.instruction, task=rules_task, device=device))
-    return found if found.verdict is not Verdict.UNKNOWN else _judge(task, env, found)
+    return found if found.verdict is not Verdict.UNKNOWN else _judge(task, watched, found)
 
 
-def _judge(task: Task, env: Any, rules: EvalResult) -> EvalResult:
+def _judge(task: Task, env: _Watched, rules: EvalResult) -> EvalResult:
     import os
 
     from distrl_core.evaluators import ModelJudge
@@ -282,7 +282,7 @@ def run_policy(request: RunRequest, report: Callable[[str], None] = print) -> Ru
         env.close()
     episode = result.episodes[0]
     if episode.error is None:
-        verdict = _verdict(request, task, env.env, result)
+        verdict = _verdict(request, task, env, result)
     else:
         verdict = EvalResult(Verdict.UNKNOWN, f"the device stopped answering: {episode.error}", "run")
     report(f"verdict: {verdict.verdict.value} ({verdict.source}: {verdict.reason})")

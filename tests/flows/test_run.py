@@ -4,6 +4,7 @@ a storyboard; and the one-line errors for no device, no version, a device that s
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import socket
@@ -121,15 +122,8 @@ def fake_adb(tmp_path: Path) -> Iterator:
 def _request(server, tmp_path: Path, **overrides):
     from flows.run import RunRequest
 
-    return RunRequest(
-        task_id=TASK,
-        serial=SERIAL,
-        adb_port=server.port,
-        fake_adb=True,
-        max_steps=3,
-        out=tmp_path,
-        **overrides,
-    )
+    settings = {"task_id": TASK, "fake_adb": True, "max_steps": 3} | overrides
+    return RunRequest(serial=SERIAL, adb_port=server.port, out=tmp_path, **settings)
 
 
 def test_run_on_a_device_behind_the_fake_adb_server(home: Path, fake_adb, tmp_path: Path) -> None:
@@ -157,3 +151,24 @@ def test_a_device_that_stops_answering_ends_the_run_with_what_it_did(home: Path,
     assert outcome.verdict.verdict.value == "unknown" and "stopped answering" in outcome.verdict.reason
     episode, steps = _stored(home, outcome.episode_id)
     assert episode["status"] == "env_error" and len(steps) == 1 and episode["success"] == 0
+
+
+def test_on_a_real_device_without_rules_the_judge_gives_the_verdict(
+    home: Path, fake_adb, tmp_path, monkeypatch
+) -> None:
+    """A free instruction on a device driven as a real one (reset to HOME, rule checks): no rule
+    can tell, so the model judge is asked about the last screen, and its verdict is the reward."""
+    from flows.run import run_policy
+    from tests.evaluators.chat_server import ChatServer
+
+    with ChatServer(default_content="Status: success") as judge:
+        monkeypatch.setenv("DISTRL_JUDGE_BASE_URL", judge.base_url)
+        monkeypatch.setenv("DISTRL_JUDGE_MODEL", "loopback-judge")
+        what = {"task_id": None, "instruction": "Show me the weather", "fake_adb": False, "max_steps": 2}
+        outcome = run_policy(_request(fake_adb, tmp_path, **what), report=print)
+    assert outcome.error is None and outcome.verdict.success and outcome.verdict.source.startswith("judge:")
+    (asked,) = judge.requests
+    assert "Show me the weather" in json.dumps(asked.body) and "image_url" in json.dumps(asked.body)
+    episode, steps = _stored(home, outcome.episode_id)
+    assert len(steps) == outcome.steps and (episode["success"], episode["return"]) == (1, 1.0)
+    assert episode["task_id"].startswith("instruction-")
