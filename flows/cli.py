@@ -26,6 +26,7 @@ from flows.cli_errors import (
     user_error_message,
 )
 from flows.cli_flows import FLOW_OPTIONS, HOME, environment_kept
+from flows.cli_run import add_run_parser
 from flows.cli_setup import add_setup_commands
 
 if TYPE_CHECKING:
@@ -321,6 +322,8 @@ def build_parser(flow_options: bool | str = True) -> argparse.ArgumentParser:
     pretrained.add_argument("--out", default=".distrl/models/smollm2-135m-instruct", help="SmolLM2's folder")
     pretrained.add_argument("--force", action="store_true", help="convert again even if up to date")
     pretrained.set_defaults(func=_cmd_pretrained)
+
+    add_run_parser(sub)
 
     fake = sub.add_parser("fake-adb", help="serve SimDroid devices over the real ADB wire protocol")
     fake.add_argument("--port", type=port, default=5037)

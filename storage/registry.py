@@ -12,6 +12,9 @@ more, and a second failure is a `PolicyIntegrityError` naming the version and th
 published before manifests existed (neither the tag nor the file) is loaded with a one-time warning:
 refusing it would strand every registry that predates the check.
 
+MLflow model: publishing also writes the version's MLmodel (`storage.policy_mlflow`), so a version
+opens in the MLflow UI and loads with `mlflow.pyfunc.load_model("models:/<name>@champion")`.
+
 Aliases: MLflow reserves `latest` and resolves it to the highest version, which is exactly what
 the learner publishes last, so `latest` needs no alias of its own; `champion` (moved by
 evaluation) and any other name are real registry aliases.
@@ -31,6 +34,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from storage.policy_manifest import MANIFEST, PolicyIntegrityError, manifest_problem, write_manifest
+from storage.policy_mlflow import write_mlflow_model
 from storage.run_owners import fail_orphaned_runs, owner_tags
 from storage.secrets import redact
 
@@ -146,6 +150,7 @@ class PolicyRegistry:
             self._refuse_siblings(*guard, run_id=run_id)
         # Rewritten at every publish: a reused directory's old manifest would not match its new files.
         digest = write_manifest(version_dir)
+        write_mlflow_model(version_dir, digest)  # an MLflow pyfunc model too (storage.policy_mlflow)
         # One artifact folder per publish: a learner run publishes many versions.
         folder = f"policy-{uuid.uuid4().hex[:12]}"
         self.client.log_artifacts(run_id, str(version_dir), folder)

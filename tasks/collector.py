@@ -204,19 +204,27 @@ def _make_envs(params: CollectorParams, rng: random.Random) -> list[Environment]
 
 
 def _adb_configs(params: CollectorParams) -> list[AdbEnvConfig]:
+    return [
+        adb_env_config(params.adb_host, params.adb_port, serial, fake_server=params.adb_fake_server)
+        for serial in params.serials
+    ]
+
+
+def adb_env_config(
+    host: str, port: int, serial: str, *, fake_server: bool, screenshots: bool = False, **overrides: Any
+) -> AdbEnvConfig:
+    """One device as collectors drive it: behind `distrl fake-adb` (tasks loaded and checked through
+    its simdroid shell commands) or real (reset to HOME, scored by rule checks)."""
     from distrl_core.envs.adb import AdbEnvConfig
     from distrl_core.envs.adb.env import simdroid_success_check, simdroid_task_loader
     from distrl_core.evaluators.adb_checks import adb_rule_success_check
 
     hooks: dict[str, Any] = (
         {"task_loader": simdroid_task_loader, "success_check": simdroid_success_check, "settle_delay_s": 0.0}
-        if params.adb_fake_server
+        if fake_server
         else {"success_check": adb_rule_success_check, "reset_commands": ["input keyevent KEYCODE_HOME"]}
     )
-    return [
-        AdbEnvConfig(host=params.adb_host, port=params.adb_port, serial=serial, screenshots=False, **hooks)
-        for serial in params.serials
-    ]
+    return AdbEnvConfig(host=host, port=port, serial=serial, screenshots=screenshots, **hooks | overrides)
 
 
 def _env_config(params: CollectorParams, seed: int, serial: str) -> SimDroidEnvConfig:
