@@ -53,6 +53,8 @@ row_count = _number(int, lambda v: 0 <= v <= MAX_ROWS, f"an integer >= 0 and <= 
 device_count = _number(int, lambda v: 1 <= v <= MAX_THREADS, f"an integer >= 1 and <= {MAX_THREADS}")
 seed = _number(int, lambda v: 0 <= v <= MAX_SEED, f"an integer >= 0 and <= {MAX_SEED}")
 port = _number(int, lambda v: 0 <= v <= 65535, "a TCP port number 0-65535 (0: any free port)")
+MAX_COUNT = 2**31 - 1  # a version number, a step limit: what the store's int32 columns hold
+positive_int = _number(int, lambda v: 1 <= v <= MAX_COUNT, f"an integer >= 1 and <= {MAX_COUNT}")
 
 
 def failure_line(exc: BaseException, limit: int = 300) -> str:
