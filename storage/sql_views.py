@@ -175,7 +175,7 @@ def _create_views(
     con: duckdb.DuckDBPyConnection, store: Store, shards: list[str], hosts: dict[str, str | None]
 ) -> None:
     # `step_rows` carries each row's file name, for the `shards` view; `steps` (views.sql) is it
-    # without that column, exactly the schema's columns.
+    # without that column: the schema's columns, plus `family` (the name every other view uses).
     if shards:
         source = con.read_parquet([store.url(p) for p in shards], hive_partitioning=False, filename=True)
     else:

@@ -2,8 +2,10 @@
 -- with the file it came from) and their footers' labels (`shard_labels`: shard, host).
 -- Episode-level facts are derived here, never stored twice.
 
+-- The task family is `family` in every view; `steps.task_family` (the schema's name) and
+-- `episodes.task_family` stay for queries written against them.
 CREATE OR REPLACE VIEW steps AS
-SELECT * EXCLUDE (filename) FROM step_rows;
+SELECT * EXCLUDE (filename), task_family AS family FROM step_rows;
 
 CREATE OR REPLACE VIEW episodes AS
 SELECT
@@ -15,6 +17,7 @@ SELECT
     any_value(env_kind) AS env_kind,
     any_value(task_id) AS task_id,
     any_value(task_family) AS family,
+    any_value(task_family) AS task_family,
     any_value(instruction) AS instruction,
     -- 1/0 rather than BOOLEAN so that avg(success) is the success rate
     bool_or(episode_success)::INTEGER AS success,
