@@ -23,7 +23,7 @@ from distrl_core.learner.evaluation import (
 )
 from distrl_core.policy import load_policy
 from storage.registry import CHAMPION, PolicyRegistry
-from tasks import heldout_curve
+from tasks import curve_links, heldout_curve
 from tasks.mlflow_metrics import log_metrics, start_tracked_run
 from tasks.retry import only_transient
 
@@ -213,7 +213,9 @@ def record_evaluation(
     if promoted:
         registry.set_alias(CHAMPION, version)
     comparison = _comparison_text(champion, diff, promoted, version)
-    points = _add_to_curve(registry, report, training_run, starting_version) if add_to_curve else []
+    curve, points = (
+        _add_to_curve(registry, report, training_run, starting_version) if add_to_curve else ("", [])
+    )
     now_champion = version if promoted else champion
     get_run_logger().info(
         "policy v%d on %s: %.1f%% held-out success (95%% CI %.1f%%-%.1f%%, %d episodes; %s); %s",
@@ -232,22 +234,25 @@ def record_evaluation(
         description="held-out success of a policy version",
     )
     if points:
+        curve_run = registry.client.get_run(curve)
         create_table_artifact(
             heldout_curve.curve_table(points, now_champion),
             key="heldout-learning-curve",
             description="held-out success by policy version, minutes since the learner started and env "
-            "steps (the MLflow run 'held-out curve of <training run>')",
+            f"steps (in MLflow: {curve_links.link_markdown(registry, curve_run)})",
         )
+        curve_links.link_curve(registry, curve_run)
     return promoted
 
 
 def _add_to_curve(
     registry: PolicyRegistry, report: dict, training_run: str | None, starting_version: bool
-) -> list[heldout_curve.CurvePoint]:
+) -> tuple[str, list[heldout_curve.CurvePoint]]:
+    """The curve run the version's point went to, and the curve's points ("" and none without one)."""
     version = int(report["version"])
     run = training_run or heldout_curve.training_run_of(registry, version)
     if run is None:
-        return []
+        return "", []
     seconds, env_steps = heldout_curve.axes_of(registry.tags(version), starting_version=starting_version)
     curve = heldout_curve.log_point(registry, report, training_run=run, seconds=seconds, env_steps=env_steps)
-    return heldout_curve.read_curve(registry, curve)
+    return curve, heldout_curve.read_curve(registry, curve)
