@@ -132,7 +132,23 @@ class RetrainParams(BaseModel):
         )
 
 
-@flow(name="retrain")
+def _run_name() -> str:
+    """`retrain-<algorithm>-from-<start policy>-<N>d-<updates>-updates` (e.g. retrain-aride-from-champion-7d-200-updates):
+    what the run does, readable in Prefect's list instead of a random name."""
+    from prefect.runtime import flow_run
+
+    params = flow_run.get_parameters().get("params") or {}
+    if isinstance(params, RetrainParams):
+        params = params.model_dump()
+    defaults = RetrainParams()
+    value = {
+        k: params.get(k) or getattr(defaults, k)
+        for k in ("algorithm", "start_policy", "recent_days", "updates")
+    }
+    return "retrain-{algorithm}-from-{start_policy}-{recent_days}d-{updates}-updates".format(**value)
+
+
+@flow(name="retrain", flow_run_name=_run_name)
 def retrain(params: RetrainParams | None = None) -> dict[str, Any]:
     """Fine-tune a version (default `champion`) on recent shards, publish, evaluate, promote if better.
 
