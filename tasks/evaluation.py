@@ -9,6 +9,8 @@ rule compares a challenger with the champion on the same episodes
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
@@ -26,6 +28,14 @@ from storage.registry import CHAMPION, PolicyRegistry
 from tasks import curve_links, heldout_curve
 from tasks.mlflow_metrics import log_metrics, start_tracked_run
 from tasks.retry import only_transient
+
+# MLflow's search grammar has no bound parameters: the version is an int, the protocol a
+# `protocol_name` (no quotes).
+EVALUATION_RUNS = (
+    "tags.role = 'evaluation' and tags.policy_version = '{version}' and params.protocol = '{protocol}'"
+)
+if TYPE_CHECKING:
+    from mlflow.entities import Run
 
 HELDOUT_TAG = "heldout_success"
 PROTOCOL_TAG = "heldout_protocol"
@@ -183,25 +193,10 @@ def record_evaluation(
     """
     registry = PolicyRegistry()
     version = report["version"]
-    run_id = start_tracked_run(
-        registry,
-        f"evaluate-v{version}",
-        tags={"role": "evaluation", "policy_version": str(version)},
-        params={
-            "policy_version": version,
-            "split": report["split"],
-            "protocol": report["protocol"],
-            "families": ",".join(report["families"]),
-            "episodes": report["episodes"],
-            "min_improvement": min_improvement,
-        },
-    )
-    metrics = heldout_curve.curve_metrics(report)
-    if "in_distribution" in report:
-        metrics["in_distribution_success"] = report["in_distribution"]["success"]
-    log_metrics(registry, run_id, metrics, step=version)
-    registry.client.log_dict(run_id, report, "evaluation.json")
-    registry.client.set_terminated(run_id)
+    # The same protocol plays the same episodes: a version scored so already (the continuous
+    # evaluator and a retrain both score new versions) keeps its one MLflow run.
+    if evaluation_run(registry, version, report["protocol"]) is None:
+        _log_evaluation_run(registry, report, min_improvement)
     _tag_scores(registry, report)
 
     champion, champion_scores = champion_outcomes(registry, report)
@@ -243,6 +238,40 @@ def record_evaluation(
         )
         curve_links.link_curve(registry, curve_run)
     return promoted
+
+
+def evaluation_run(registry: PolicyRegistry, version: int, protocol: str) -> Run | None:
+    """The newest MLflow run of `version` evaluated under `protocol`, if any."""
+    found = registry.client.search_runs(
+        [registry.experiment_id()],
+        EVALUATION_RUNS.format(version=int(version), protocol=protocol.replace("'", "")),
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    return found[0] if found else None
+
+
+def _log_evaluation_run(registry: PolicyRegistry, report: dict, min_improvement: float) -> None:
+    version = report["version"]
+    run_id = start_tracked_run(
+        registry,
+        f"evaluate-v{version}",
+        tags={"role": "evaluation", "policy_version": str(version)},
+        params={
+            "policy_version": version,
+            "split": report["split"],
+            "protocol": report["protocol"],
+            "families": ",".join(report["families"]),
+            "episodes": report["episodes"],
+            "min_improvement": min_improvement,
+        },
+    )
+    metrics = heldout_curve.curve_metrics(report)
+    if "in_distribution" in report:
+        metrics["in_distribution_success"] = report["in_distribution"]["success"]
+    log_metrics(registry, run_id, metrics, step=version)
+    registry.client.log_dict(run_id, report, "evaluation.json")
+    registry.client.set_terminated(run_id)
 
 
 def _add_to_curve(
