@@ -65,3 +65,17 @@ def test_prefect_yaml_lists_every_algorithm_the_learner_accepts() -> None:
     for deployment in yaml.safe_load(text)["deployments"]:
         algorithm = (deployment.get("parameters", {}).get("params") or {}).get("algorithm")
         assert algorithm is None or algorithm in ALGORITHMS
+
+
+def test_retrain_runs_are_named_for_what_they_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    from prefect.runtime import flow_run
+
+    from flows.retrain import RetrainParams, _run_name
+
+    monkeypatch.setattr(
+        flow_run, "get_parameters", lambda: {"params": {"algorithm": "gigpo", "recent_days": 3}}
+    )
+    defaults = RetrainParams()
+    assert _run_name() == f"retrain-gigpo-from-{defaults.start_policy}-3d-{defaults.updates}-updates"
+    monkeypatch.setattr(flow_run, "get_parameters", dict)
+    assert _run_name().startswith(f"retrain-{defaults.algorithm}-from-")
