@@ -282,17 +282,17 @@ def plan(run_dir: Path) -> Server | LocalPostgres:
 
 def plan_default(run_dir: Path) -> tuple[Server | LocalPostgres | None, str]:
     """`distrl up`'s default: PostgreSQL when DISTRL_POSTGRES_URL is set or the programs are installed
-    (and, as root, their unprivileged user exists); else None and a one-line note on SQLite."""
+    (and, as root, their unprivileged user exists and can enter `run_dir`); else None and a one-line
+    note on SQLite."""
     try:
         planned = plan(run_dir)
     except PostgresMissing:
         return None, f"PostgreSQL is not installed (`make postgres-deps`): {SQLITE_NOTE}"
-    if (
-        isinstance(planned, LocalPostgres)
-        and planned.os_user is not None
-        and not _user_exists(planned.os_user)
-    ):
-        return None, f"no user {planned.os_user!r} to run PostgreSQL as (it refuses root): {SQLITE_NOTE}"
+    user = planned.os_user if isinstance(planned, LocalPostgres) else None
+    if user is not None and not _user_exists(user):
+        return None, f"no user {user!r} to run PostgreSQL as (it refuses root): {SQLITE_NOTE}"
+    if user is not None and not _can_enter(user, run_dir):
+        return None, f"user {user!r} (PostgreSQL refuses root) cannot enter {run_dir}: {SQLITE_NOTE}"
     return planned, ""
 
 
@@ -304,6 +304,11 @@ def _user_exists(name: str) -> bool:
     except KeyError:
         return False
     return True
+
+
+def _can_enter(user: str, folder: Path) -> bool:
+    """Whether `user` can reach `folder` (every folder above it must let others through)."""
+    return subprocess.run(["test", "-x", str(folder)], **processes.as_user(user)).returncode == 0
 
 
 def start_database(
