@@ -3,6 +3,7 @@ Prefect's markdown renderer would swallow, and prefect.yaml's algorithm lists ag
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -79,3 +80,20 @@ def test_retrain_runs_are_named_for_what_they_do(monkeypatch: pytest.MonkeyPatch
     assert _run_name() == f"retrain-gigpo-from-{defaults.start_policy}-3d-{defaults.updates}-updates"
     monkeypatch.setattr(flow_run, "get_parameters", dict)
     assert _run_name().startswith(f"retrain-{defaults.algorithm}-from-")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="PostgreSQL runs as another user only when started as root")
+def test_auto_falls_back_when_postgres_user_cannot_enter_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "initdb").write_text("")
+    private = tmp_path / "private"
+    (private / "up").mkdir(parents=True)
+    private.chmod(0o700)
+    monkeypatch.delenv("DISTRL_POSTGRES_URL", raising=False)
+    monkeypatch.setenv("DISTRL_POSTGRES_BIN_DIR", str(bin_dir))
+    monkeypatch.setenv("DISTRL_POSTGRES_OS_USER", "nobody")
+    planned, note = postgres.plan_default(private / "up")
+    assert planned is None and "'nobody'" in note and "cannot enter" in note
