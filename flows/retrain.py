@@ -132,20 +132,21 @@ class RetrainParams(BaseModel):
         )
 
 
-def _run_name() -> str:
-    """`retrain-<algorithm>-from-<start policy>-<N>d-<updates>-updates` (e.g. retrain-aride-from-champion-7d-200-updates):
-    what the run does, readable in Prefect's list instead of a random name."""
-    from prefect.runtime import flow_run
-
-    params = flow_run.get_parameters().get("params") or {}
+def run_name(params: dict[str, Any] | RetrainParams | None) -> str:
+    """`retrain-<algorithm>-from-<start policy>-<N>d-<updates>-updates`, e.g.
+    retrain-aride-from-champion-7d-200-updates: what the run does, readable in Prefect's list."""
     if isinstance(params, RetrainParams):
         params = params.model_dump()
-    defaults = RetrainParams()
-    value = {
-        k: params.get(k) or getattr(defaults, k)
-        for k in ("algorithm", "start_policy", "recent_days", "updates")
-    }
+    given, defaults = params or {}, RetrainParams()
+    fields = ("algorithm", "start_policy", "recent_days", "updates")
+    value = {k: given.get(k) or getattr(defaults, k) for k in fields}
     return "retrain-{algorithm}-from-{start_policy}-{recent_days}d-{updates}-updates".format(**value)
+
+
+def _run_name() -> str:
+    from prefect.runtime import flow_run
+
+    return run_name(flow_run.get_parameters().get("params"))
 
 
 @flow(name="retrain", flow_run_name=_run_name)

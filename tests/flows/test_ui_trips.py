@@ -68,18 +68,16 @@ def test_prefect_yaml_lists_every_algorithm_the_learner_accepts() -> None:
         assert algorithm is None or algorithm in ALGORITHMS
 
 
-def test_retrain_runs_are_named_for_what_they_do(monkeypatch: pytest.MonkeyPatch) -> None:
-    from prefect.runtime import flow_run
+def test_retrain_runs_are_named_for_what_they_do() -> None:
+    from flows.retrain import RetrainParams, run_name
 
-    from flows.retrain import RetrainParams, _run_name
-
-    monkeypatch.setattr(
-        flow_run, "get_parameters", lambda: {"params": {"algorithm": "gigpo", "recent_days": 3}}
-    )
     defaults = RetrainParams()
-    assert _run_name() == f"retrain-gigpo-from-{defaults.start_policy}-3d-{defaults.updates}-updates"
-    monkeypatch.setattr(flow_run, "get_parameters", dict)
-    assert _run_name().startswith(f"retrain-{defaults.algorithm}-from-")
+    given = {"algorithm": "gigpo", "recent_days": 3}
+    assert run_name(given) == f"retrain-gigpo-from-{defaults.start_policy}-3d-{defaults.updates}-updates"
+    assert run_name(RetrainParams(start_policy="7", updates=50)).startswith(
+        f"retrain-{defaults.algorithm}-from-7-"
+    )
+    assert run_name(None) == run_name(defaults)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="PostgreSQL runs as another user only when started as root")
