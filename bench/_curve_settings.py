@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distrl_core.learner import LearnerConfig, WarmStartConfig
+from distrl_core.learner.config import ALGORITHMS, Algorithm
+from distrl_core.learner.losses import field_readers
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
@@ -53,11 +55,16 @@ class CurveSettings:
     warm_start_noise: float = 0.3
     """Share of noisy actions in the warm start's scripted demonstrations."""
     learner: dict[str, Any] = field(default_factory=dict)
-    """LearnerConfig overrides applied to every method (after the method's own)."""
+    """LearnerConfig overrides applied to every method (after the method's own) whose algorithm
+    reads them: a field of one algorithm's loss (e.g. ``decoupled_retrace``) leaves the methods of
+    the others alone (``learner_for``)."""
     warm: dict[str, Any] = field(default_factory=dict)
     """WarmStartConfig overrides."""
     validation: bool = False
     """Evaluate on the validation split carved from the train tasks instead of the test split."""
+    validation_words: bool = False
+    """With ``validation``: hold out templates with words no fit template has
+    (``validation_split(words=True)``), the tiny vocabulary built from the fit tasks alone."""
     base: str | None = None
     """A pretrained base folder adapted with LoRA; None: the tiny default model."""
     behaviour_lag: int = 0
@@ -72,8 +79,14 @@ class CurveSettings:
         if self.behaviour_lag < 0:
             raise ValueError(f"behaviour_lag={self.behaviour_lag} must be >= 0")
         # A bad override fails here, in the parent, not in every worker process.
-        LearnerConfig(**self.learner)
+        for algorithm in ALGORITHMS:
+            LearnerConfig(algorithm=algorithm, **self.learner_for(algorithm))
         WarmStartConfig(**self.warm)
+
+    def learner_for(self, algorithm: Algorithm) -> dict[str, Any]:
+        """The ``learner`` overrides ``algorithm`` reads (LearnerConfig refuses the others)."""
+        readers = field_readers()
+        return {k: v for k, v in self.learner.items() if algorithm in readers.get(k, (algorithm,))}
 
     def stale(self, behaviour_lag: int, max_policy_lag: int) -> CurveSettings:
         """These settings with collectors `behaviour_lag` versions behind and the learner keeping
@@ -98,6 +111,11 @@ def add_curve_arguments(parser: argparse.ArgumentParser, *, env_steps: int = 800
     parser.add_argument("--warm-start-noise", type=float, default=0.3)
     parser.add_argument(
         "--validation", action="store_true", help="evaluate on a validation split of train, not on test"
+    )
+    parser.add_argument(
+        "--validation-words",
+        action="store_true",
+        help="with --validation: the split that holds out words too (the tiny vocabulary from fit tasks)",
     )
     parser.add_argument(
         "--learner", nargs="*", default=[], metavar="KEY=VALUE", help="LearnerConfig overrides"

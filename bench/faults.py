@@ -10,7 +10,7 @@ Prints the table and writes bench/results/faults.json. Every row has the same co
 - leaked: stale temp files after the sweep, attack queries that ran, wrote a file or showed a
   secret, secret values in logs.
 The injectors are those of tests/reliability (bench/probes.py; collector, fake-ADB and
-parser rows from bench/faults_env.py), where the same
+parser rows from bench/faults_env.py, bounded-input rows from bench/faults_bounds.py), where the same
 scenarios run at small counts. To add a row: write `def name(ctx: Context) -> dict` returning
 `row(...)` and append it to SCENARIOS.
 """
@@ -29,10 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.faults_bounds import SCENARIOS as BOUNDS_SCENARIOS
 from bench.faults_env import SCENARIOS as ENV_SCENARIOS
 from bench.faults_env import row
 from bench.faults_learner import SCENARIOS as LEARNER_SCENARIOS
 from bench.probes import SQL_ATTACKS, bad_shards, debug_sql_count, kill_writer_loop
+from bench.shard_probes import SCENARIOS as SHARD_SCENARIOS
 from storage.store import Store, open_store
 
 if TYPE_CHECKING:
@@ -349,8 +351,10 @@ SCENARIOS: list[Callable[[Context], dict]] = [
     disk_full_store_local,
     sigterm_train_local,
     secret_canaries_credentials_file_s3,
+    *SHARD_SCENARIOS,  # hostile shards: bench/shard_probes.py
     *(_env(scenario) for scenario in ENV_SCENARIOS),
     *(_env(scenario) for scenario in LEARNER_SCENARIOS),
+    *(_env(scenario) for scenario in BOUNDS_SCENARIOS),
 ]
 
 

@@ -48,7 +48,6 @@ def _with_ranks(run: Any, updates: int) -> tuple[int, int, Any]:
     """Train `updates` updates on two ranks, calling `run(ranks)` before each; (crashed, exit, result)."""
     from bench.learner_ddp import CONFIG, _batches, _given
     from distrl_core.learner import Learner, LearnerConfig
-    from distrl_core.learner.step import train_step
     from distrl_core.policy import Policy, PolicyConfig
     from tasks.learner_ranks import LearnerRanks
 
@@ -59,7 +58,7 @@ def _with_ranks(run: Any, updates: int) -> tuple[int, int, Any]:
         for draw in _batches(updates, 8):
             results.append(run(ranks))
             try:
-                train_step(learner, ranks.sharing(partial(_given, draw)), lambda _k, _p: None)
+                ranks.train_step(partial(_given, draw), lambda _k, _p: None)
             except Exception:  # counted: an update the outsider broke
                 crashed += 1
                 break

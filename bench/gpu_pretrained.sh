@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
-# The pretrained bench on a GPU: tiny default vs SmolLM2-135M-Instruct + LoRA at equal wall-clock,
+# The pretrained bench on a GPU: tiny default vs each pretrained base at equal wall-clock,
 # bfloat16 autocast, batched acting; ~6 minutes in all (two models x ~150 s of warm start + A-RIDE,
 # plus loading, latency and update timings). Needs torch (CUDA), transformers, peft, numpy, pyarrow,
 # matplotlib; no DuckDB, Prefect, MLflow or gguf.
 #
-#   bench/gpu_pretrained.sh MODEL_DIR    # MODEL_DIR: the folder `distrl pretrained` converted
+#   bench/gpu_pretrained.sh MODEL_DIR [MODEL_DIR ...]   # folders `distrl pretrained` prepared:
+#       .distrl/models/smollm2-135m-instruct (LoRA), .distrl/models/all-minilm-l6-v2 (encoder)
 #
-# Writes pretrained_gpu.json and pretrained_gpu.png to $OUT when set, else to bench/results/.
+# Writes pretrained_gpu.json/.png for the first folder and pretrained_gpu_<folder name>.json/.png for
+# each further one to $OUT when set, else to bench/results/.
 set -euo pipefail
-model_dir=${1:?usage: bench/gpu_pretrained.sh MODEL_DIR (the folder written by distrl pretrained)}
+: "${1:?usage: bench/gpu_pretrained.sh MODEL_DIR [MODEL_DIR ...] (folders written by distrl pretrained)}"
 out_dir=${OUT:-$(dirname "$0")/results}
 mkdir -p "$out_dir"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 python=${PYTHON:-python3}
 "$python" -c 'import torch; assert torch.cuda.is_available(), "no CUDA device"; print(torch.cuda.get_device_name(0))'
-PYTHONPATH="$(cd "$(dirname "$0")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}" "$python" -m bench.pretrained \
-  --base "$model_dir" --device cuda --bf16 \
-  --budget-seconds "${BUDGET_SECONDS:-140}" --warm-start-share 0.25 \
-  --episodes-per-round 32 --updates-per-round 16 --batch-size 16 \
-  --eval-tasks 32 --final-eval-tasks 96 --act-repeats 10 --update-repeats 5 \
-  --out "$out_dir/pretrained_gpu.json" 2>&1 | tee "$out_dir/pretrained_gpu.log"
+name=pretrained_gpu
+for model_dir in "$@"; do
+  PYTHONPATH="$(cd "$(dirname "$0")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}" "$python" -m bench.pretrained \
+    --base "$model_dir" --device cuda --bf16 \
+    --budget-seconds "${BUDGET_SECONDS:-140}" --warm-start-share 0.25 \
+    --episodes-per-round 32 --updates-per-round 16 --batch-size 16 \
+    --eval-tasks 32 --final-eval-tasks 96 --act-repeats 10 --update-repeats 5 \
+    --out "$out_dir/$name.json" 2>&1 | tee "$out_dir/$name.log"
+  name=pretrained_gpu_$(basename "$model_dir")
+done

@@ -79,10 +79,11 @@ def _run(draws: list[Any], threads: int, processes: int, warmup: int) -> dict[st
         timed, steps = 0.0, 0
         for n, draw in enumerate(draws):
             sample: Callable[[], Any] = partial(_given, draw)
-            if ranks is not None:
-                sample = ranks.sharing(sample)
             started = time.perf_counter()
-            step = train_step(learner, sample, lambda _k, _p: None)
+            if ranks is None:
+                step = train_step(learner, sample, lambda _k, _p: None)
+            else:
+                step = ranks.train_step(sample, lambda _k, _p: None)
             if n >= warmup:
                 timed += time.perf_counter() - started
                 steps += step.steps

@@ -69,7 +69,8 @@ from distrl_core.learner import (
 )
 from distrl_core.learner.config import Algorithm
 from distrl_core.policy import LoraSettings, Policy, PolicyConfig, load_policy, save_policy
-from distrl_core.policy.config import TinyModelConfig
+from distrl_core.policy.config import EncoderSettings, TinyModelConfig
+from distrl_core.policy.pretrained import is_encoder_folder, resolve_base
 
 MOBILERL = {"positive_replay_strength": 2.0, "failure_curriculum_attempts": 6, "shortest_path_exponent": 1.0}
 # name -> (algorithm, LearnerConfig overrides)
@@ -111,20 +112,30 @@ ROUND_METRICS = (
 )  # fmt: skip
 
 
-def splits(family: str, validation: bool) -> tuple[list[Task], list[Task]]:
+def splits(family: str, validation: bool, words: bool = False) -> tuple[list[Task], list[Task]]:
     """(train, evaluation) tasks. With ``validation``, the ``*-train-0`` phrasing template of each
-    task kind moves from train to evaluation, as the test split holds out phrasings."""
+    task kind moves from train to evaluation, as the test split holds out phrasings; with ``words``
+    too, the template of each kind with words no other train template has."""
     if not validation:
         return load_tasks(family, "train"), load_tasks(family, "test")
-    return validation_split(family)
+    return validation_split(family, words=words)
 
 
-def policy_config(base: str | None, seed: int) -> PolicyConfig:
-    """The tiny default (initial weights from the seed) or a pretrained base adapted with LoRA, whose
-    learning rates and micro-batches then follow from it (distrl_core.policy.defaults)."""
+def policy_config(base: str | None, seed: int, vocabulary: str = "train") -> PolicyConfig:
+    """The tiny default (initial weights from the seed; its vocabulary from ``vocabulary``), an
+    encoder base (top layer trained) or a causal LM adapted with LoRA, whose learning rates and
+    micro-batches then follow from it (distrl_core.policy.defaults)."""
     if base is None:
-        return PolicyConfig(device="cpu", seed=seed, tiny=TinyModelConfig(seed=seed))
+        tiny = TinyModelConfig(seed=seed)
+        return PolicyConfig(device="cpu", seed=seed, tiny=tiny, vocabulary=vocabulary)  # type: ignore[arg-type]
+    base = resolve_base(base)
+    if is_encoder_folder(base):
+        return PolicyConfig(base=base, encoder=EncoderSettings(), device="cpu", seed=seed)
     return PolicyConfig(base=base, lora=LoraSettings(), device="cpu", seed=seed)
+
+
+def _vocabulary(settings: CurveSettings) -> str:
+    return "fit_words" if settings.validation and settings.validation_words else "train"
 
 
 def evaluate(policy, tasks: list[Task], episodes_per_task: int) -> float:
@@ -142,7 +153,7 @@ def _quiet_worker() -> None:
 def warm_start_job(family: str, seed: int, settings: CurveSettings, directory: str) -> dict:
     started = time.perf_counter()
     _quiet_worker()
-    policy = Policy.create(policy_config(settings.base, seed))
+    policy = Policy.create(policy_config(settings.base, seed, _vocabulary(settings)))
     warm = WarmStartConfig(
         family=family,
         noise=settings.warm_start_noise,
@@ -150,7 +161,7 @@ def warm_start_job(family: str, seed: int, settings: CurveSettings, directory: s
         seed=seed,
         **settings.warm,
     )
-    train, held = splits(family, settings.validation)
+    train, held = splits(family, settings.validation, settings.validation_words)
     demos = collect_demonstrations(warm, tasks=train)
     supervised_warm_start(policy, demos.rows, warm)
     save_policy(policy, directory)
@@ -167,7 +178,7 @@ def method_job(family: str, seed: int, method: str, settings: CurveSettings, dir
     started = time.perf_counter()
     _quiet_worker()
     algorithm, method_overrides = METHODS[method]
-    overrides = {**method_overrides, **settings.learner}
+    overrides = {**method_overrides, **settings.learner_for(algorithm)}
     learner = Learner(
         load_policy(directory, device="cpu"), LearnerConfig(algorithm=algorithm, seed=seed, **overrides)
     )
@@ -184,7 +195,7 @@ def method_job(family: str, seed: int, method: str, settings: CurveSettings, dir
         eval_episodes_per_task=settings.eval_episodes,
         seed=seed,
     )
-    train, held = splits(family, settings.validation)
+    train, held = splits(family, settings.validation, settings.validation_words)
 
     def report(r) -> None:
         print(
@@ -331,9 +342,17 @@ def main(argv: list[str] | None = None) -> None:
         "settings": {
             **settings,
             "score": f"mean of the last {LAST_K} evaluations; interval: 95 % t over seeds",
-            "policy": policy_config(args.base, args.seeds[0]).to_dict(),
+            "policy": policy_config(args.base, args.seeds[0], _vocabulary(curve)).to_dict(),
             "learner_defaults": LearnerConfig().to_dict(),
-            "evaluated_on": "validation (train *-train-0 templates)" if args.validation else "test split",
+            "evaluated_on": (
+                (
+                    "validation_words (train templates with words no fit template has)"
+                    if args.validation_words
+                    else "validation (train *-train-0 templates)"
+                )
+                if args.validation
+                else "test split"
+            ),
         },
         "wall_s": round(time.perf_counter() - started, 1),
         "update_timing": timing,

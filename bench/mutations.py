@@ -37,7 +37,10 @@ COPIED = (
 )
 MOBILERL, DECOUPLED = "distrl_core/algos/mobilerl.py", "distrl_core/algos/decoupled.py"
 MOBILERL_TESTS, DECOUPLED_TESTS = "tests/algos/test_mobilerl.py", "tests/algos/test_decoupled.py"
-OBJECTIVES = "distrl_core/learner/objectives.py"
+DECOUPLED_LOSS, SHARED_LOSS = (
+    "distrl_core/learner/losses/decoupled_ppo.py",
+    "distrl_core/learner/losses/base.py",
+)
 DECOUPLED_POSITIVE_TEST = "tests/learner/test_mobilerl_options.py::test_decoupled_ppo_pushes_no_action_down_with_positive_advantages_only"
 DECOUPLED_RETRACE_TEST = "tests/learner/test_mobilerl_options.py::test_decoupled_ppo_on_retrace_shares_aride_s_targets_and_priorities"
 
@@ -74,11 +77,11 @@ MUTATIONS = (
     Mutation("decoupled_ppo", "the behaviour weight dropped", DECOUPLED,
              "pg = -masked_mean(weight * surrogate, real)", "pg = -masked_mean(surrogate, real)",
              DECOUPLED_TESTS),
-    Mutation("decoupled_ppo", "positive_advantages_only ignored: signed advantages", OBJECTIVES,
-             "        advantages = advantages.clamp(min=0.0)\n    actor = decoupled_ppo_loss(",
-             "        pass\n    actor = decoupled_ppo_loss(", DECOUPLED_POSITIVE_TEST),
-    Mutation("decoupled_ppo", "decoupled_retrace ignored: G_t - V(s_t) and uniform priorities", OBJECTIVES,
-             "    if cfg.decoupled_retrace:", "    if False:", DECOUPLED_RETRACE_TEST),
+    Mutation("decoupled_ppo", "positive_advantages_only ignored: signed advantages", SHARED_LOSS,
+             "        advantages = advantages.clamp(min=0.0)\n    return advantages",
+             "        pass\n    return advantages", DECOUPLED_POSITIVE_TEST),
+    Mutation("decoupled_ppo", "decoupled_retrace ignored: G_t - V(s_t) and uniform priorities", DECOUPLED_LOSS,
+             "        if cfg.decoupled_retrace:", "        if False:", DECOUPLED_RETRACE_TEST),
 )  # fmt: skip
 
 

@@ -1,4 +1,5 @@
-"""The tiny default policy vs a pretrained base with LoRA (SmolLM2-135M-Instruct), side by side.
+"""The tiny default policy vs a pretrained base, side by side: SmolLM2-135M-Instruct with LoRA, or
+an encoder (all-MiniLM-L6-v2, its top layer trained: ``--base`` names its folder).
 
 For each model, in its own process (so that peak memory is its own): acting latency per step
 (one observation, and a batch of 16), the time of one learner update on 16 trajectories, peak
@@ -91,17 +92,21 @@ def run_one(model: str, args: argparse.Namespace) -> dict:
         train_rounds,
     )
     from distrl_core.policy import LoraSettings, Policy, PolicyConfig
+    from distrl_core.policy.config import EncoderSettings
     from distrl_core.policy.defaults import describe_defaults, training_defaults
+    from distrl_core.policy.pretrained import is_encoder_folder
 
     torch.manual_seed(args.seed)
     device = args.device
     if model == "tiny":
         config = PolicyConfig(device=device, seed=args.seed)
+    elif is_encoder_folder(args.base):  # all-MiniLM-L6-v2: top layer trained, lower layers frozen and cached
+        config = PolicyConfig(base=args.base, encoder=EncoderSettings(), device=device, seed=args.seed)
     else:
         config = PolicyConfig(base=args.base, lora=LoraSettings(), device=device, seed=args.seed)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device == "cuda" and args.bf16)
     learner_threads = args.threads or torch.get_num_threads()
-    result: dict = {"model": model, "settings": describe_defaults(config)}
+    result: dict = {"model": model, "base": config.base, "settings": describe_defaults(config)}
     result["training_defaults"] = training_defaults(config).__dict__
     print(f"[{model}] {result['settings']}", flush=True)
     started = time.perf_counter()
@@ -233,7 +238,9 @@ def plot(results: list[dict], path: Path) -> None:
     bars.set_yscale("log")
     bars.set_ylabel("seconds")
     bars.legend()
-    fig.suptitle(f"tiny default vs pretrained+LoRA on {results[0]['device']}")
+    fig.suptitle(
+        f"tiny default vs pretrained {Path(results[-1].get('base') or '').name} on {results[0]['device']}"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

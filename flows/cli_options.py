@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Annotated, Any, Generic, Literal, TypeVar, Union, get_args, get_origin
 
-from pydantic import AllowInfNan, BaseModel, TypeAdapter, ValidationError
+from pydantic import AllowInfNan, BaseModel, Field, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
 from flows.cli_errors import UserError, pydantic_problem, validation_message
@@ -30,14 +31,35 @@ from flows.cli_errors import UserError, pydantic_problem, validation_message
 M = TypeVar("M", bound=BaseModel)
 
 
+# A whole number no field may exceed: an int field without its own ceiling, or a number inside a
+# KEY=VALUE option (Python's ints are unbounded; numpy, DuckDB and torch overflow past 64 bits).
+MAX_INT = 2**63 - 1
+
+
 def _key_value(text: str) -> tuple[str, object]:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     try:
-        return key, json.loads(value)
+        parsed = json.loads(value)
     except json.JSONDecodeError:
         return key, value
+    _check_numbers(key, parsed)
+    return key, parsed
+
+
+def _check_numbers(key: str, value: object) -> None:
+    """JSON reads 1e400 as inf and NaN as nan, and takes integers of any length: refuse them here."""
+    if isinstance(value, dict):
+        for item in value.values():
+            _check_numbers(key, item)
+    elif isinstance(value, list):
+        for item in value:
+            _check_numbers(key, item)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{key}: must be a finite number, got {value}")
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+        raise argparse.ArgumentTypeError(f"{key}: must be between -{MAX_INT} and {MAX_INT}, got {value}")
 
 
 def _without_none(annotation: Any) -> Any:
@@ -50,8 +72,11 @@ def _without_none(annotation: Any) -> Any:
 
 def _value_parser(info: FieldInfo, annotation: Any) -> Callable[[str], Any]:
     """Text → the field's value, checked by pydantic against the field's type and constraints."""
-    # inf and nan pass a `gt=0` bound; no flag means either.
+    # inf and nan pass a `gt=0` bound; no flag means either. An int field without a ceiling of its
+    # own gets `MAX_INT`, so that no flag's number overflows where it is used.
     metadata = [*info.metadata, *([AllowInfNan(False)] if annotation is float else [])]
+    if annotation is int and not any(hasattr(m, "le") or hasattr(m, "lt") for m in info.metadata):
+        metadata.append(Field(le=MAX_INT))
     adapter: TypeAdapter[Any] = TypeAdapter(Annotated[(annotation, *metadata)] if metadata else annotation)
 
     def parse(text: str) -> Any:

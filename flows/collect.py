@@ -9,6 +9,7 @@ the unflushed buffer.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
 from prefect import flow, get_run_logger
 
@@ -47,6 +48,59 @@ def _run_name() -> str:
     return f"collect-{params.get('pool', defaults.pool)}-{params.get('collector_id', defaults.collector_id)}"
 
 
+class NoPolicyVersion(RuntimeError):
+    """The followed alias still points at no version after `max_wait_minutes`."""
+
+
+@dataclass
+class CollectingBudget:
+    """`max_minutes` of collecting, counted from the first policy version: a collector started while
+    the learner's warm start runs waits for version 1 first, and that wait (bounded only by
+    `max_wait_minutes`) must not use its budget up, or it would end Completed with 0 episodes."""
+
+    max_minutes: float | None
+    max_wait_minutes: float | None
+    opened: float = field(default_factory=time.monotonic)
+    deadline: float | None = None
+    """None until the budget starts (and always without `max_minutes`)."""
+    started: bool = False
+    waiting_since: float | None = None
+    """When the alias was first seen pointing at no version (None: it points at one)."""
+    said_at: float = 0.0
+
+    def start(self, now: float) -> float:
+        """Start the budget (once); the seconds spent waiting before it."""
+        self.started = True
+        if self.max_minutes is not None:
+            self.deadline = now + 60 * self.max_minutes
+        return now - self.opened
+
+    def wait(self, alias: str) -> None:
+        """One wait between registry polls while `alias` points at no version: said once, then once
+        a minute; past `max_wait_minutes` (before the first version) the run fails, saying why."""
+        now = time.monotonic()
+        if self.waiting_since is None or now - self.said_at >= WAITING_LOG_EVERY_S:
+            self.waiting_since = now if self.waiting_since is None else self.waiting_since
+            self.said_at = now
+            get_run_logger().info(
+                "no policy version yet for alias %r; waiting (%.0f s so far, checking every %g s)",
+                alias,
+                now - self.waiting_since,
+                POLL_WAIT_S,
+            )
+        self._check_wait(now, alias)
+        time.sleep(POLL_WAIT_S)
+
+    def _check_wait(self, now: float, alias: str) -> None:
+        if self.started or self.max_wait_minutes is None or now - self.opened < 60 * self.max_wait_minutes:
+            return
+        raise NoPolicyVersion(
+            f"no policy version for alias {alias!r} after {self.max_wait_minutes:g} minutes "
+            "(max_wait_minutes): start the learner (`prefect deployment run learn/learn`), which "
+            "publishes its warm start as version 1, or raise max_wait_minutes"
+        )
+
+
 def next_batches(
     params: CollectorParams,
     seconds_per_batch: float | None,
@@ -67,6 +121,20 @@ def next_batches(
         left = params.max_episodes - episodes_done
         batches = min(batches, max(1, -(-left // params.episodes_per_batch)))
     return batches
+
+
+def _start_budget(budget: CollectingBudget, progress: BoundedProgress, version: int) -> None:
+    now = time.monotonic()
+    waited = budget.start(now)
+    progress.started = now  # the progress bar of a time bound follows the budget, not the wait
+    if budget.max_minutes is not None:
+        get_run_logger().info(
+            "collecting with version %d after %.0f s of waiting for it: the %g-minute budget "
+            "(max_minutes) starts now",
+            version,
+            waited,
+            budget.max_minutes,
+        )
 
 
 @flow(name="collect", flow_run_name=_run_name)
@@ -92,7 +160,7 @@ def collect(params: CollectorParams | None = None, stop_token: str | None = None
         tags={"role": "collector", "pool": params.pool},
         params={k: v for k, v in params.model_dump().items() if k != "store_uri"},
     )
-    deadline = None if params.max_minutes is None else time.monotonic() + 60 * params.max_minutes
+    budget = CollectingBudget(params.max_minutes, params.max_wait_minutes)
     # An embedded run's stop ends a batch between steps; the deadline does not, because a task run
     # is planned to fit the time left and named by the episodes it collects (`next_batches`).
     session.should_stop = lambda: should_stop(stop_token, None)
@@ -105,30 +173,20 @@ def collect(params: CollectorParams | None = None, stop_token: str | None = None
         key=f"collect-{params.pool}-{params.collector_id}",
     )
     seconds_per_batch: float | None = None
-    waiting_since: float | None = None
-    said_at = 0.0
     try:
-        while not should_stop(stop_token, deadline):
+        while not should_stop(stop_token, budget.deadline):
             if params.max_episodes is not None and session.episodes >= params.max_episodes:
                 break
             version = poll_policy_version(session)
             if version is None:
-                now = time.monotonic()
-                if waiting_since is None or now - said_at >= WAITING_LOG_EVERY_S:
-                    waiting_since = now if waiting_since is None else waiting_since
-                    said_at = now
-                    logger.info(
-                        "no policy version yet for alias %r; waiting (%.0f s so far, checking every %g s)",
-                        params.policy_alias,
-                        now - waiting_since,
-                        POLL_WAIT_S,
-                    )
-                time.sleep(POLL_WAIT_S)
+                budget.wait(params.policy_alias)
                 continue
-            waiting_since = None
+            budget.waiting_since = None
             if version != session.version:
                 load_policy_version(session, version)
-            left = None if deadline is None else deadline - time.monotonic()
+            if not budget.started:
+                _start_budget(budget, progress, version)
+            left = None if budget.deadline is None else budget.deadline - time.monotonic()
             batches = next_batches(params, seconds_per_batch, session.episodes, left)
             totals = collect_episodes(session, batches, stop_token)
             seconds_per_batch = totals["seconds"] / max(1.0, totals["batches"])

@@ -41,6 +41,7 @@ DIRECT_VARIABLES: dict[str, tuple[str, str]] = {
     "DISTRL_PROJECT_DIR": ("unset", "the checkout a worker's flow runs start in (the deployments' pull step); set on every worker machine"),
     "DISTRL_HASH_CACHE": ("`~/.cache/distrl/checkpoint_hashes.json`", "cache of pretrained checkpoints' content hashes (`distrl_core/policy/backbone.py`)"),
     "DISTRL_LEARNER_THREADS": ("torch's default", "torch threads of a learner process (acting roles always use one)"),
+    "DISTRL_LEARNER_RANK_KEY": ("drawn per run on one host", "64 hex digits: the key that admits learner ranks and encrypts what rank 0 sends them (`tasks/rank_channel.py`); the same on every learner host when ranks span hosts; a secret"),
 }  # fmt: skip
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "operations.md"

@@ -95,9 +95,10 @@ class TrainLocalParams(BaseModel):
     )
     base: str | None = Field(
         None,
-        description="Pretrained base of the warm start's policy (a Hugging Face folder, e.g. from `distrl "
-        "pretrained`), adapted with LoRA; learning rates and micro-batches follow from it (printed). "
-        "None: the tiny default.",
+        description="Pretrained base of the warm start's policy: 'minilm' (the packaged all-MiniLM-L6-v2 "
+        "encoder, top layer trained; what --pretrained picks), 'smollm2' (SmolLM2-135M with LoRA) or a Hugging "
+        "Face folder (`distrl pretrained` prepares both); learning rates and micro-batches follow from it "
+        "(printed). None: the tiny default.",
     )
     evaluate: bool = Field(
         True,

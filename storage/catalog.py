@@ -4,16 +4,22 @@ The catalog is the set of shard paths already handled. Each `scan()` lists the s
 only new shards. The first scan of a catalog lists the whole `trajectories/` tree; later scans list
 only the `date=` partitions from (the newest partition seen, capped at today UTC) minus
 `slack_days` on, so a scan's cost follows the recent days' shards, not the store's whole history
-(see `list_shards`). A shard that cannot be read, or whose schema or version is foreign, is moved to
-`<store>/quarantine/` (mode "move", the learner) or only recorded (mode "record", read-only
-readers such as `distrl sql`), logged once, and never raised: one bad file must not stop ingestion.
+(see `list_shards`). A shard that cannot be read, whose schema or version is foreign, or whose
+values break a bound of `storage.schema` (ranges, episode structure, sizes) is moved to
+`<store>/quarantine/` (mode "move", the learner, one warning line naming the file and the rule) or
+only recorded (mode "record", read-only readers such as `distrl sql`, which say so themselves), and
+never raised: one bad file must not stop ingestion. What is not a regular file (a FIFO, a device, a
+link to one) is never opened, and a name that DuckDB would read as a glob pattern (`*`, `?`, `[`)
+never read: both are left in place, with a warning. File names are printed escaped.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
-from collections.abc import Iterable
+import stat
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal
@@ -21,12 +27,33 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from storage.schema import SchemaError, check_schema_version, validate_schema, validate_table
+from storage.schema import (
+    MAX_SHARD_BYTES,
+    MAX_SHARD_ROWS,
+    VARIABLE_WIDTH_COLUMNS,
+    SchemaError,
+    check_schema_version,
+    decode_dictionaries,
+    validate_ranges,
+    validate_schema,
+    validate_sizes,
+    validate_table,
+)
+from storage.sql_output import escape_control
 from storage.store import QUARANTINE_DIR, TRAJECTORIES_DIR, Store, redact
 
 log = logging.getLogger(__name__)
 
 QuarantineMode = Literal["move", "record"]
+VersionBound = Callable[[int], int | None]
+"""Given a shard's largest policy version, the newest version that exists (None: not known)."""
+GLOB_CHARACTERS = frozenset("*?[")
+"""Characters DuckDB's `read_parquet` reads as a pattern even inside a list of files: a shard
+named `*.parquet` made `distrl sql` read every shard of its folder twice."""
+
+
+class VersionLookupError(OSError):
+    """The registry's newest version could not be read; the shard is tried again at the next scan."""
 
 
 @dataclass(frozen=True)
@@ -108,29 +135,107 @@ def _mtime(info: dict) -> float:
     return value.timestamp() if hasattr(value, "timestamp") else float(value)
 
 
-def read_shard(store: Store, path: str, columns: Iterable[str] | None = None) -> pa.Table:
-    """Read and validate one shard; raises `SchemaError` or `OSError`/`ArrowInvalid` if it is unusable."""
-    with store.fs.open(path, "rb") as fh:
-        parquet = pq.ParquetFile(fh)
-        check_schema_version(parquet.schema_arrow.metadata, source=store.url(path))
+class NotRegularFile(OSError):
+    """A path that is not a regular file: opening a FIFO blocks, a device may have side effects."""
+
+
+def unreadable_reason(store: Store, path: str) -> str | None:
+    """Why a listed shard must not be opened or handed to DuckDB at all, or None: its name is a
+    glob pattern to DuckDB, or (local stores) it is not a regular file. Decided without opening it."""
+    name = path.rsplit("/", 1)[-1]
+    if GLOB_CHARACTERS & set(name):
+        return "its name has '*', '?' or '[', which DuckDB reads as a glob pattern; rename it to read it"
+    if store.is_local:
+        try:
+            mode = os.stat(path).st_mode  # follows a link: a link to a FIFO is a FIFO
+        except FileNotFoundError:
+            return None  # gone: the open reports it as vanished
+        except OSError as exc:
+            return f"cannot stat it: {exc.strerror}"
+        if not stat.S_ISREG(mode):
+            return "not a regular file (a FIFO, a device or a link to one): never opened"
+    return None
+
+
+def _open(store: Store, path: str):
+    """Open a shard for reading; a local path is opened non-blocking and checked to be a regular
+    file before anything reads it (it may have been swapped for a FIFO since it was listed)."""
+    if not store.is_local:
+        return store.fs.open(path, "rb")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotRegularFile(f"{path}: not a regular file")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def check_footer_sizes(
+    metadata: pq.FileMetaData,
+    source: str,
+    *,
+    max_rows: int = MAX_SHARD_ROWS,
+    max_bytes: int = MAX_SHARD_BYTES,
+) -> None:
+    """Refuse by the footer alone what would not fit: more than `MAX_SHARD_ROWS` rows, or pages that
+    decompress to more than `MAX_SHARD_BYTES`, before a single page is read."""
+    if metadata.num_rows > max_rows:
+        raise SchemaError(f"{source}: {metadata.num_rows} rows; at most {max_rows} (MAX_SHARD_ROWS)")
+    pages = sum(
+        metadata.row_group(g).column(c).total_uncompressed_size
+        for g in range(metadata.num_row_groups)
+        for c in range(metadata.num_columns)
+    )
+    if pages > max_bytes:
+        raise SchemaError(
+            f"{source}: pages of {pages} bytes uncompressed; at most {max_bytes} (MAX_SHARD_BYTES)"
+        )
+
+
+def read_shard(
+    store: Store,
+    path: str,
+    columns: Iterable[str] | None = None,
+    *,
+    version_bound: VersionBound | None = None,
+) -> pa.Table:
+    """Read and validate one shard: schema, sizes (measured before strings are decoded), value
+    ranges and episode structure (`storage.schema`); raises `SchemaError` or `OSError`/`ArrowInvalid`
+    if it is unusable. `version_bound` adds the registry's newest version as a bound."""
+    source = store.url(path)
+    with _open(store, path) as fh:
+        # Strings stay dictionary-encoded until measured: 100k rows repeating one 20 KB value are
+        # 100k indices and one value, not 2 GB.
+        footer = pq.ParquetFile(fh)
+        check_schema_version(footer.schema_arrow.metadata, source=source)
+        check_footer_sizes(footer.metadata, source)
+        strings = [name for name in VARIABLE_WIDTH_COLUMNS if name in footer.schema_arrow.names]
+        parquet = pq.ParquetFile(fh, metadata=footer.metadata, read_dictionary=strings)
         table = parquet.read(columns=list(columns) if columns is not None else None)
+    validate_sizes(table, source=source)
+    table = decode_dictionaries(table)
     if columns is None:
-        validate_table(table, source=store.url(path))
+        validate_table(table, source=source)
+        validate_ranges(table, source=source, version_bound=version_bound)
     return table
 
 
 def check_footer(store: Store, path: str) -> pa.Schema:
-    """Cheap validity check (footer only): readable, known schema version, step schema. Returns the
-    shard's schema, whose metadata holds its labels (`storage.schema.shard_host`)."""
-    with store.fs.open(path, "rb") as fh:
-        schema = pq.read_schema(fh)
+    """Cheap validity check (footer only): readable, known schema version, step schema, row count
+    and uncompressed size within bounds. Returns the shard's schema, whose metadata holds its labels
+    (`storage.schema.shard_host`)."""
+    with _open(store, path) as fh:
+        parquet = pq.ParquetFile(fh)
+        schema, metadata = parquet.schema_arrow, parquet.metadata
     check_schema_version(schema.metadata, source=store.url(path))
     validate_schema(schema, source=store.url(path))
+    check_footer_sizes(metadata, store.url(path))
     return schema
 
 
 def quarantine(store: Store, path: str, reason: str, mode: QuarantineMode) -> BadShard:
-    """Set a bad shard aside (mode "move") or only record it (mode "record"); log once either way."""
+    """Set a bad shard aside (mode "move": one warning line naming the file and the rule) or only
+    record it (mode "record": a debug line; the reader reports it its own way)."""
     moved_to = None
     if mode == "move":
         relative = path[len(store.trajectories) :].lstrip("/")
@@ -140,25 +245,51 @@ def quarantine(store: Store, path: str, reason: str, mode: QuarantineMode) -> Ba
             moved_to = target
         except (OSError, FileNotFoundError) as exc:
             reason = f"{reason}; could not move it aside: {redact(str(exc))}"
-    log.warning(
+    log.log(
+        logging.WARNING if mode == "move" else logging.DEBUG,
         "quarantined shard %s: %s%s",
-        store.url(path),
-        reason,
-        f" (moved to {store.url(moved_to)})" if moved_to else "",
+        escape_control(store.url(path)),
+        escape_control(reason),
+        f" (moved to {escape_control(store.url(moved_to))})" if moved_to else "",
     )
     return BadShard(path=path, reason=reason, moved_to=moved_to)
 
 
+def skip(store: Store, path: str, reason: str, mode: QuarantineMode) -> BadShard:
+    """A shard left where it is, never read (see `unreadable_reason`); one line, like `quarantine`."""
+    log.log(
+        logging.WARNING if mode == "move" else logging.DEBUG,
+        "skipped shard %s: %s (left in place)",
+        escape_control(store.url(path)),
+        escape_control(reason),
+    )
+    return BadShard(path=path, reason=reason, moved_to=None)
+
+
 def try_read_shard(
-    store: Store, path: str, mode: QuarantineMode, columns: Iterable[str] | None = None
+    store: Store,
+    path: str,
+    mode: QuarantineMode,
+    columns: Iterable[str] | None = None,
+    *,
+    version_bound: VersionBound | None = None,
 ) -> tuple[pa.Table | None, BadShard | None]:
-    """Read a shard, or quarantine it and return why; never raises for a bad file."""
+    """Read a shard, or quarantine (or skip) it and return why; never raises for a bad file."""
+    unreadable = unreadable_reason(store, path)
+    if unreadable is not None:
+        return None, skip(store, path, unreadable, mode)
     try:
-        return read_shard(store, path, columns), None
+        return read_shard(store, path, columns, version_bound=version_bound), None
     except FileNotFoundError:
         return None, BadShard(
             path=path, reason="vanished before it could be read", moved_to=None, transient=True
         )
+    except VersionLookupError as exc:
+        reason = redact(f"the registry's newest version is not known ({exc}); tried again at the next scan")
+        log.warning("shard %s: %s", escape_control(store.url(path)), escape_control(reason))
+        return None, BadShard(path=path, reason=reason, moved_to=None, transient=True)
+    except NotRegularFile:
+        return None, skip(store, path, "not a regular file (swapped since it was listed): never read", mode)
     except (SchemaError, pa.ArrowException, OSError, ValueError) as exc:
         reason = redact(f"{type(exc).__name__}: {exc}")
         return None, quarantine(store, path, reason, mode)

@@ -1,6 +1,7 @@
 """The learner's prioritized trajectory replay: DuckDB tables fed from the store's shards.
 
-`ingest()` reads only shards not seen before (bad ones are quarantined), keeps trainable episodes
+`ingest()` reads only shards not seen before (bad ones, values out of bounds or versions the
+registry never published included, are quarantined: `storage.catalog`), keeps trainable episodes
 (status `ok`, fresh enough, not already present), evicts the oldest beyond capacity, and gives new
 trajectories the largest priority seen so far. `sample()` draws trajectories with replacement in
 proportion to priority**alpha (`replay_sample`, with `replay_sql`'s three-stage query) and returns
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import duckdb
@@ -20,12 +22,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from storage import replay_sql as sql
-from storage.catalog import Catalog, try_read_shard
+from storage.catalog import BadShard, Catalog, try_read_shard
 from storage.rate_limiter import ReplayNotReady, SampleToInsertRatio
 from storage.replay_config import ReplaySettings
+from storage.replay_ingest import NewestVersion, quarantine_for_memory
 from storage.replay_sample import SampleBatch, draw_batch
-from storage.replay_snapshot import read_priority_snapshot, write_priority_snapshot
+from storage.replay_snapshot import MAX_PRIORITY, read_priority_snapshot, write_priority_snapshot
 from storage.schema import STEP_SCHEMA, conform
+from storage.sql_limits import QueryLimits, SqlSettings
 from storage.store import REPLAY_STATE_DIR, Store, redact
 
 log = logging.getLogger(__name__)
@@ -47,11 +51,25 @@ class IngestReport:
 class Replay:
     """Prioritized replay over a store. Not shared across processes; methods are thread-safe."""
 
-    def __init__(self, store: Store, config: ReplaySettings | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        config: ReplaySettings | None = None,
+        *,
+        newest_version: Callable[[], int | None] | None = None,
+        limits: SqlSettings | None = None,
+    ) -> None:
+        """`newest_version` asks the registry for its newest published version (the learner passes
+        it): a shard with a newer one is quarantined. Without it only the schema's bound applies.
+        `limits`: DuckDB's memory and spill limits, the `DISTRL_SQL_*` settings `distrl sql` has."""
         self.store = store
         self.config = (config or ReplaySettings()).validate_all()
         self._lock = threading.RLock()
         self.con = duckdb.connect(self.config.db_path, config={"threads": self.config.duckdb_threads})
+        # Without a limit DuckDB takes 80 % of RAM: a shard that decodes big died as an unhandled
+        # OutOfMemoryException at 5.7 GB. Spill goes to a private folder, capped.
+        self.limits = QueryLimits(limits or SqlSettings())
+        self.limits.apply(self.con)
         self.con.execute(sql.CREATE_TABLES)
         self.con.register("step_schema", STEP_SCHEMA.empty_table())
         self.con.execute(
@@ -65,6 +83,7 @@ class Replay:
             full_scan_every=self.config.discovery_full_scan_every,
         )
         self._load_meta()
+        self.versions = NewestVersion(newest_version, known=self.policy_version)
         self.limiter = SampleToInsertRatio(
             self.config.samples_per_insert,
             self.config.min_size_steps,
@@ -141,17 +160,14 @@ class Replay:
         with self._lock:
             batch: list[tuple[str, pa.Table]] = []
             for shard in self.catalog.scan()[:max_shards]:
-                table, bad = try_read_shard(self.store, shard.path, mode="move")
+                table, bad = try_read_shard(
+                    self.store, shard.path, mode="move", version_bound=self.versions.bound
+                )
                 if bad is not None and bad.transient:
                     self.catalog.forget(shard.path)  # not marked: a later scan lists it again (or no longer)
                     continue
                 if bad is not None:
-                    self.con.execute(
-                        "INSERT OR REPLACE INTO shards (path, status, reason) VALUES (?, 'quarantined', ?)",
-                        [shard.path, bad.reason],
-                    )
-                    self.catalog.mark(shard.path)
-                    totals["quarantined"] += 1
+                    self._set_aside(bad, totals)
                     continue
                 assert table is not None
                 batch.append((shard.path, table))
@@ -166,7 +182,15 @@ class Replay:
         return IngestReport(**totals)
 
     def _ingest_batch(self, batch: list[tuple[str, pa.Table]], totals: dict[str, int]) -> None:
-        added, skipped, steps = self._insert_batch(batch)
+        try:
+            added, skipped, steps = self._insert_batch(batch)
+        except duckdb.OutOfMemoryException as exc:
+            if len(batch) > 1:  # shard by shard: only one that does not fit alone is set aside
+                for one in batch:
+                    self._ingest_batch([one], totals)
+                return
+            self._set_aside(quarantine_for_memory(self.store, batch[0][0], self.limits, str(exc)), totals)
+            return
         for path, _ in batch:
             self.catalog.mark(path)
         totals["shards"] += len(batch)
@@ -174,6 +198,16 @@ class Replay:
         totals["episodes"] += added
         totals["skipped_episodes"] += skipped
         totals["steps"] += steps
+
+    def _set_aside(self, bad: BadShard, totals: dict[str, int]) -> None:
+        """Record a quarantined (or skipped) shard as handled: no later scan, nor a restart from a
+        file database, reads it again."""
+        self.con.execute(
+            "INSERT OR REPLACE INTO shards (path, status, reason) VALUES (?, 'quarantined', ?)",
+            [bad.path, bad.reason],
+        )
+        self.catalog.mark(bad.path)
+        totals["quarantined"] += 1
 
     def _insert_batch(self, batch: list[tuple[str, pa.Table]]) -> tuple[int, int, int]:
         tables = [conform(table) for _, table in batch]  # one column order, so that they concatenate
@@ -267,6 +301,7 @@ class Replay:
     def set_policy_version(self, version: int) -> None:
         """Tell the replay the learner's current version; trajectories beyond `max_policy_lag` stop being sampled."""
         with self._lock:
+            self.versions.saw(version)  # a version the learner holds exists
             if version == self.policy_version:
                 return
             self.policy_version = version
@@ -324,7 +359,7 @@ class Replay:
             raise ValueError(f"update_priorities: {slots.shape} slots but {priorities.shape} priorities")
         if not np.all(np.isfinite(priorities)):
             raise ValueError("update_priorities: priorities must be finite (got NaN or inf from the loss?)")
-        priorities = np.maximum(priorities, self.config.min_priority)
+        priorities = np.clip(priorities, self.config.min_priority, MAX_PRIORITY)
         # Duplicates in a batch: keep the last value, as a sequential write-back would.
         _, last = np.unique(slots[::-1], return_index=True)
         keep = len(slots) - 1 - last
@@ -412,6 +447,7 @@ class Replay:
         with self._lock:
             self._save_meta()
             self.con.close()
+            self.limits.close()
 
     def __enter__(self) -> Replay:
         return self

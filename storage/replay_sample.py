@@ -34,6 +34,21 @@ class SampleBatch:
         return len(self.slots)
 
 
+def importance_weights(w: np.ndarray, beta: float) -> np.ndarray:
+    """IS weights (N * P(i))^-beta normalised by the batch maximum, so they only scale down.
+
+    With P(i) = w_i / total that is (w_i / min w)^-beta: computed from the ratio, it needs neither
+    the total nor N, whose product overflowed to inf with huge priorities (every weight NaN).
+    """
+    w = np.asarray(w, dtype=np.float64)
+    if not (np.all(np.isfinite(w)) and np.all(w > 0)):
+        raise ValueError(
+            "sampling weights must be finite and > 0 (priorities are kept within [min_priority, "
+            "MAX_PRIORITY]); a replay table was changed outside the replay"
+        )
+    return (w / w.min()) ** (-beta)
+
+
 def draw_batch(
     con: duckdb.DuckDBPyConnection,
     rng: np.random.Generator,
@@ -49,9 +64,7 @@ def draw_batch(
     """`batch_size` trajectories in proportion to their weight (of `total`, over `eligible` ones)."""
     slots, w = sql.sample_slots(con, rng, batch_size, super_size=super_size, block_size=block_size)
     probs = w / float(total)
-    # IS weights (N * P(i))^-beta, normalised by the batch maximum so they only scale down.
-    weights = (float(eligible) * probs) ** (-beta)
-    weights /= weights.max()
+    weights = importance_weights(w, beta)
     picks = pa.table(
         {
             "sample_idx": np.arange(batch_size),

@@ -6,12 +6,21 @@ metadata. A snapshot is a file anyone can write to, so reading it drops prioriti
 cannot use, and a snapshot that cannot be trusted as a whole (unreadable, a column missing or of
 the wrong type, a counter that is not a number or is impossible) raises `SnapshotDamaged`; the
 replay then sets the file aside and starts from the shards' initial priorities.
+
+"Impossible" is judged against the replay's real sizes, not only the snapshot's own numbers: its
+sampled steps must be within what the ratio allows for the steps the store's shards hold (with
+inserted_steps=10^18 and sampled_steps=10^15 the ratio check passed, and the restored sampled
+counter then blocked every sample, forever, since inserts are counted again only as the shards are
+re-ingested). Priorities are
+kept within (0, `MAX_PRIORITY`]: larger ones are lowered to it with a warning (10^308 with alpha=1
+overflowed the sampler's sums and made every importance weight NaN).
 """
 
 from __future__ import annotations
 
 import io
 import logging
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -19,11 +28,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from storage.catalog import list_shards
 from storage.store import Store, atomic_put
 
 log = logging.getLogger("storage.replay")  # the replay's own log: these records are about its state
 
+# The largest priority the replay keeps (restored or written back). A loss's priorities are errors
+# of order 1; this is far above any of them, and a sum of priority**alpha over 10^9 trajectories
+# stays a finite float64 (10^308 did not: the sampler's sums became inf, every weight NaN).
+MAX_PRIORITY = 1e12
+
 __all__ = [
+    "MAX_PRIORITY",
     "RestoredPriorities",
     "SnapshotDamaged",
     "read_priority_snapshot",
@@ -83,7 +99,9 @@ def read_priority_snapshot(
     a warning naming it); `max_priority` and `policy_version` are the values to keep where the
     snapshot has none. With `max_samples_per_insert`, a snapshot claiming more sampled steps than the
     ratio allows for its inserted steps is damaged: restoring it would block sampling until that many
-    steps were inserted again."""
+    steps were inserted again. So is one whose sampled steps are more than the ratio allows for the
+    steps the store's shards hold: the replay counts inserts again from those shards, and would
+    not sample until that many new steps were written (the footers read stop once enough are found)."""
     if not store.fs.exists(path):
         return None
     try:
@@ -91,6 +109,21 @@ def read_priority_snapshot(
     except SnapshotDamaged as exc:
         set_aside(store, path, str(exc))
         return None
+
+
+def stored_steps(store: Store, enough: int) -> int:
+    """Steps in the store's shards, from their footers (unreadable ones count 0); stops counting
+    once `enough` is reached."""
+    total = 0
+    for shard in list_shards(store):
+        try:
+            with store.fs.open(shard.path, "rb") as fh:
+                total += pq.read_metadata(fh).num_rows
+        except (pa.ArrowException, OSError, ValueError):
+            continue  # ingest quarantines it; its rows are never inserted
+        if total >= enough:
+            break
+    return total
 
 
 def _read(
@@ -112,14 +145,8 @@ def _read(
         if not ok(table.schema.field(name).type):
             raise SnapshotDamaged(f"column {name!r} has type {table.schema.field(name).type}")
     meta = table.schema.metadata or {}
-    inserted = _counter(meta, b"inserted_steps", 0)
-    sampled = _counter(meta, b"sampled_steps", 0)
+    sampled = _checked_sampled(store, meta, max_samples_per_insert, error_buffer)
     version = _counter(meta, b"policy_version", policy_version)
-    if max_samples_per_insert is not None and sampled > max_samples_per_insert * inserted + error_buffer:
-        raise SnapshotDamaged(
-            f"sampled_steps={sampled} is more than samples_per_insert={max_samples_per_insert:g} allows for "
-            f"its inserted_steps={inserted} (+ {error_buffer:g})"
-        )
     restored = zip(table.column("episode_id").to_pylist(), table.column("priority").to_pylist(), strict=True)
     # A NaN, inf or non-positive priority must not reach the sampler (it would make every
     # probability NaN); those trajectories start afresh.
@@ -130,15 +157,48 @@ def _read(
             table.num_rows - len(priorities),
             store.url(path),
         )
+    too_large = sum(1 for p in priorities.values() if p > MAX_PRIORITY)
+    if too_large:
+        priorities = {e: min(p, MAX_PRIORITY) for e, p in priorities.items()}
+        log.warning(
+            "lowered %d priorities above MAX_PRIORITY=%g in %s to it",
+            too_large,
+            MAX_PRIORITY,
+            store.url(path),
+        )
     try:
         saved_max = float(meta.get(b"max_priority", max_priority))
     except ValueError:
         raise SnapshotDamaged(f"max_priority={meta[b'max_priority']!r} is not a number") from None
     if not _valid_priority(saved_max):
         saved_max = max(priorities.values(), default=max_priority)
+    saved_max = min(saved_max, MAX_PRIORITY)
     return RestoredPriorities(
         priorities=priorities, max_priority=saved_max, policy_version=version, sampled_steps=sampled
     )
+
+
+def _checked_sampled(
+    store: Store, meta: dict[bytes, bytes], max_samples_per_insert: float | None, error_buffer: float
+) -> int:
+    """The snapshot's sampled steps, once its counters are possible for this replay and this store."""
+    inserted = _counter(meta, b"inserted_steps", 0)
+    sampled = _counter(meta, b"sampled_steps", 0)
+    if max_samples_per_insert is not None and sampled > max_samples_per_insert * inserted + error_buffer:
+        raise SnapshotDamaged(
+            f"sampled_steps={sampled} is more than samples_per_insert={max_samples_per_insert:g} allows for "
+            f"its inserted_steps={inserted} (+ {error_buffer:g})"
+        )
+    if max_samples_per_insert is None or sampled <= error_buffer:
+        return sampled  # no ratio to block sampling (the next start with one checks again)
+    needed = math.ceil((sampled - error_buffer) / max_samples_per_insert)
+    if (held := stored_steps(store, needed)) < needed:
+        raise SnapshotDamaged(
+            f"its sampled_steps={sampled} (inserted_steps={inserted}) need {needed} inserted steps under "
+            f"samples_per_insert={max_samples_per_insert:g}, but the store's shards hold {held}: restoring "
+            "it would block sampling until that many more steps were written"
+        )
+    return sampled
 
 
 def set_aside(store: Store, path: str, reason: str) -> str:

@@ -8,10 +8,12 @@ major they know and refuse the rest.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from distrl_core.envs.kinds import ENV_KINDS
 
@@ -22,6 +24,40 @@ SHARD_HOST_KEY = b"distrl.host"
 """Parquet key-value metadata of a shard: the host name of the machine whose collector wrote it.
 A label of the file, not a column: every step of a shard comes from one host, and shards written
 before it existed simply have none (the `shards` SQL view shows NULL)."""
+
+# ----- bounds checked at ingest (`validate_ranges`, `validate_sizes`) ------------------------------
+# Values beyond these are not data but damage or an attack: a 3e38 reward overflowed the learner's
+# priorities to inf, a -1e30 log-probability its importance ratios, a policy version of 2^62 would
+# make every other trajectory "stale". A shard with one such value is quarantined as a whole.
+MAX_ABS_REWARD = 1_000.0
+"""|reward| of one step at most this (finite). Task rewards are success 1/0 plus penalties of about
+-1 (`distrl_core.envs.protocol`); a thousand times that keeps returns and squared errors far from
+float32's range at any horizon."""
+MIN_LOGPROB = -100_000.0
+"""`behaviour_logprob` at least this (finite): a summed log-probability of a few thousand tokens at
+-30 each; below it exp() of any ratio is 0 or inf in float32 anyway."""
+MAX_LOGPROB = 1e-3
+"""`behaviour_logprob` at most this: a log-probability is <= 0, with slack for float rounding."""
+MAX_ACTION_TOKENS = 1 << 20
+"""`action_token_count` in [0, this]."""
+MAX_STEP_LATENCY_MS = 86_400_000.0
+"""`step_latency_ms` in [0, this] (a day), finite."""
+MAX_POLICY_VERSION = (1 << 31) - 1
+"""`policy_version` in [0, this] for any reader; the learner also refuses versions newer than its
+registry's newest (`validate_ranges`' `version_bound`): a version that does not exist is damage."""
+MAX_SHARD_ROWS = 1_000_000
+"""Rows (steps) of one shard, read from its footer before any data: a collector flushes tens of
+episodes (`ShardWriterConfig.flush_episodes`), thousands of rows."""
+MAX_TEXT_BYTES = 1 << 20
+"""Bytes of one text value (UTF-8): an observation, an instruction, a model output."""
+MAX_SCREENSHOT_BYTES = 16 << 20
+"""Bytes of one `screenshot_png`."""
+MAX_ROW_BYTES = 24 << 20
+"""Bytes of one row's text and binary values together, decoded."""
+MAX_SHARD_BYTES = 1 << 30
+"""Bytes of one shard's text and binary values decoded (and of its pages uncompressed, from the
+footer): a 0.5 MB file of 100k rows that repeat one 20 KB string decodes to 2 GB, which is refused
+before it is materialised (strings are measured through their Parquet dictionary)."""
 
 EPISODE_STATUSES = ("ok", "truncated", "env_error")
 """`ok`: ended by the task (success, status action or horizon); `truncated`: cut by the collector
@@ -144,6 +180,179 @@ def validate_table(table: pa.Table, *, source: str = "table") -> None:
             f"{source}: field 'env_kind' has value {bad!r}; allowed: {ENV_KINDS} "
             "(a new kind is added to distrl_core.envs.kinds.EnvKind)"
         )
+
+
+VARIABLE_WIDTH_COLUMNS: tuple[str, ...] = tuple(
+    f.name for f in STEP_SCHEMA if pa.types.is_string(f.type) or pa.types.is_binary(f.type)
+)
+_FIXED_ROW_BYTES = sum(f.type.bit_width // 8 for f in STEP_SCHEMA if f.name not in VARIABLE_WIDTH_COLUMNS)
+
+
+def _value_bytes(column: pa.ChunkedArray) -> np.ndarray:
+    """Bytes of each value of a string/binary column, nulls 0, measured without decoding a
+    dictionary-encoded column (a dictionary's values are measured once, then gathered)."""
+    parts = []
+    for chunk in column.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            lengths = pc.binary_length(chunk.dictionary).fill_null(0).to_numpy(zero_copy_only=False)
+            indices = chunk.indices.fill_null(0).to_numpy(zero_copy_only=False)
+            parts.append(
+                lengths[indices].astype(np.int64) if len(lengths) else np.zeros(len(chunk), np.int64)
+            )
+        else:
+            parts.append(pc.binary_length(chunk).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64))
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def validate_sizes(table: pa.Table, *, source: str = "table") -> None:
+    """Raise `SchemaError` for a text value, a screenshot, a row or a whole shard over its cap
+    (`MAX_TEXT_BYTES`, `MAX_SCREENSHOT_BYTES`, `MAX_ROW_BYTES`, `MAX_SHARD_BYTES`). Works on the
+    table as read with its strings still dictionary-encoded, so a bomb is measured, not decoded."""
+    if table.num_rows > MAX_SHARD_ROWS:
+        raise SchemaError(f"{source}: {table.num_rows} rows; at most {MAX_SHARD_ROWS} (MAX_SHARD_ROWS)")
+    row_bytes = np.full(table.num_rows, _FIXED_ROW_BYTES, dtype=np.int64)
+    for name in VARIABLE_WIDTH_COLUMNS:
+        if name not in table.column_names:
+            continue
+        sizes = _value_bytes(table.column(name))
+        cap, cap_name = (
+            (MAX_SCREENSHOT_BYTES, "MAX_SCREENSHOT_BYTES")
+            if name == "screenshot_png"
+            else (MAX_TEXT_BYTES, "MAX_TEXT_BYTES")
+        )
+        if len(sizes) and sizes.max() > cap:
+            row = int(np.argmax(sizes > cap))
+            raise SchemaError(
+                f"{source}: field '{name}' has {int(sizes[row])} bytes at row {row}; at most {cap} ({cap_name})"
+            )
+        row_bytes += sizes
+    if len(row_bytes) and row_bytes.max() > MAX_ROW_BYTES:
+        row = int(np.argmax(row_bytes > MAX_ROW_BYTES))
+        raise SchemaError(
+            f"{source}: row {row} has {int(row_bytes[row])} bytes; at most {MAX_ROW_BYTES} (MAX_ROW_BYTES)"
+        )
+    total = int(row_bytes.sum())
+    if total > MAX_SHARD_BYTES:
+        raise SchemaError(
+            f"{source}: {total} bytes of rows decoded; at most {MAX_SHARD_BYTES} per shard (MAX_SHARD_BYTES)"
+        )
+
+
+def _first_bad(table: pa.Table, name: str, ok: pa.ChunkedArray | pa.Array, rule: str, source: str) -> None:
+    bad = pc.invert(pc.fill_null(ok, False))
+    if pc.any(bad).as_py():
+        row = pc.index(bad, True).as_py()
+        value = table.column(name)[row].as_py()
+        raise SchemaError(f"{source}: field '{name}' is {value!r} at row {row}; {rule}")
+
+
+def _between(column: pa.ChunkedArray, low: float, high: float) -> pa.ChunkedArray:
+    inside = pc.and_(pc.greater_equal(column, low), pc.less_equal(column, high))
+    if pa.types.is_floating(column.type):  # NaN compares false; inf is outside any finite bound
+        inside = pc.and_(inside, pc.is_finite(column))
+    return inside
+
+
+def validate_ranges(
+    table: pa.Table, *, source: str = "table", version_bound: Callable[[int], int | None] | None = None
+) -> None:
+    """Raise `SchemaError` naming the field, the first bad row and the rule, for a value outside its
+    bound (`MAX_ABS_REWARD`, `MIN_LOGPROB`..`MAX_LOGPROB`, `MAX_ACTION_TOKENS`, `MAX_STEP_LATENCY_MS`,
+    `MAX_POLICY_VERSION`) or an episode whose steps are not 0..n-1 once each, ending with `done` on
+    its last step (and only there). `version_bound(v)`, given the shard's largest version, returns
+    the newest version that exists (None: unknown, only `MAX_POLICY_VERSION` applies)."""
+    checks = [
+        (
+            "reward",
+            -MAX_ABS_REWARD,
+            MAX_ABS_REWARD,
+            f"rewards are finite with |reward| <= {MAX_ABS_REWARD:g} (MAX_ABS_REWARD)",
+        ),
+        (
+            "behaviour_logprob",
+            MIN_LOGPROB,
+            MAX_LOGPROB,
+            f"log-probabilities are finite, in [{MIN_LOGPROB:g}, {MAX_LOGPROB:g}] (MIN_LOGPROB, MAX_LOGPROB)",
+        ),
+        (
+            "action_token_count",
+            0,
+            MAX_ACTION_TOKENS,
+            f"token counts are in [0, {MAX_ACTION_TOKENS}] (MAX_ACTION_TOKENS)",
+        ),
+        (
+            "step_latency_ms",
+            0.0,
+            MAX_STEP_LATENCY_MS,
+            f"latencies are finite, in [0, {MAX_STEP_LATENCY_MS:g}] ms (MAX_STEP_LATENCY_MS)",
+        ),
+        (
+            "policy_version",
+            0,
+            MAX_POLICY_VERSION,
+            f"policy versions are in [0, {MAX_POLICY_VERSION}] (MAX_POLICY_VERSION)",
+        ),
+    ]
+    for name, low, high, rule in checks:
+        _first_bad(table, name, _between(table.column(name), low, high), rule, source)
+    if table.num_rows and version_bound is not None:
+        largest = int(pc.max(table.column("policy_version")).as_py())
+        newest = version_bound(largest)
+        if newest is not None and largest > newest:
+            _first_bad(
+                table,
+                "policy_version",
+                pc.less_equal(table.column("policy_version"), newest),
+                f"the newest published version is {newest}: a version that does not exist",
+                source,
+            )
+    _validate_episodes(table, source)
+
+
+def _validate_episodes(table: pa.Table, source: str) -> None:
+    """Steps 0..n-1 once each per episode, `done` on the last step only."""
+    if not table.num_rows:
+        return
+    steps = table.select(["episode_id", "step", "done"])
+    per_episode = steps.group_by("episode_id").aggregate(
+        [("step", "min"), ("step", "max"), ("step", "count"), ("step", "count_distinct")]
+    )
+    done = (
+        steps.filter(pc.field("done")).group_by("episode_id").aggregate([("step", "min"), ("step", "count")])
+    )
+    done = done.rename_columns({"step_min": "done_step", "step_count": "done_count"})
+    joined = per_episode.join(done, "episode_id", join_type="left outer")
+    last = pc.subtract(joined.column("step_count"), 1)
+    rules = [
+        (pc.equal(joined.column("step_min"), 0), "its steps do not start at 0"),
+        (
+            pc.equal(joined.column("step_count_distinct"), joined.column("step_count")),
+            "a step index appears twice",
+        ),
+        (pc.equal(joined.column("step_max"), last), "its steps are not 0..n-1 (a gap)"),
+        (
+            pc.equal(pc.fill_null(joined.column("done_count"), 0), 1),
+            "it has no `done` step, or more than one",
+        ),
+        (pc.equal(joined.column("done_step"), last), "`done` is not on its last step"),
+    ]
+    for ok, rule in rules:
+        bad = pc.invert(pc.fill_null(ok, False))
+        if pc.any(bad).as_py():
+            episode = joined.column("episode_id")[pc.index(bad, True).as_py()].as_py()
+            raise SchemaError(
+                f"{source}: episode {episode!r}: {rule}; an episode's steps are 0..n-1 once each, "
+                "ending with `done` on the last"
+            )
+
+
+def decode_dictionaries(table: pa.Table) -> pa.Table:
+    """The table with dictionary-encoded columns (as `read_dictionary` reads them) decoded to the
+    plain types of the schema; call only after `validate_sizes` has bounded what they decode to."""
+    for i, field in enumerate(table.schema):
+        if pa.types.is_dictionary(field.type):
+            table = table.set_column(i, field.name, pc.cast(table.column(i), field.type.value_type))
+    return table
 
 
 def steps_to_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:

@@ -21,6 +21,7 @@ SECRET_ENV_VARS = (
     "AWS_SESSION_TOKEN",
     "AWS_ACCESS_KEY_ID",
     "DISTRL_JUDGE_API_KEY",
+    "DISTRL_LEARNER_RANK_KEY",  # admits learner ranks and encrypts what rank 0 sends them
     "PGPASSWORD",  # libpq's and asyncpg's; `distrl up --database postgres` hands its servers one
 )
 _FILE_KEYS = {

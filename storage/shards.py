@@ -9,8 +9,14 @@ is a single PUT. A flush that fails after its retries keeps the buffer and raise
 
 An episode handed over is acknowledged: a flush that `add_episode` or the timer starts and that
 fails (a full disk, an unreachable store) keeps the buffer, says so in one warning line, and is
-tried again no sooner than `retry_seconds` later. A full disk (ENOSPC, EDQUOT) is not retried
-within a flush: space does not come back in milliseconds.
+tried again no sooner than `retry_seconds` later (one warning when writes start failing and one
+when they work again, not one per retry). A full disk (ENOSPC, EDQUOT) is not retried within a
+flush: space does not come back in milliseconds.
+
+The buffer is bounded: past `max_buffered_episodes` or `max_buffered_bytes`, `has_room` is False and
+the collector pauses acting (`wait_for_room`) until a flush succeeds, instead of holding every
+episode of a long outage in memory. An episode already run is still taken, so the buffer holds at
+most the cap plus the batch that was running when it was reached.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -62,6 +69,10 @@ class ShardWriterConfig:
     """Parquet compression codec."""
     retry_seconds: float = 5.0
     """After a failed automatic flush, wait this long before `add_episode` tries again."""
+    max_buffered_episodes: int = 512
+    """Episodes the buffer holds before `has_room` turns False (the collector then pauses acting)."""
+    max_buffered_bytes: int = 512 * 1024 * 1024
+    """Bytes (Arrow, screenshots included) the buffer holds before `has_room` turns False."""
     host: str = field(default_factory=socket.gethostname)
     """Machine that writes the shards, stored in each shard's metadata (`distrl.host`): which host
     a shard came from stays known when collectors of one pool move between machines."""
@@ -76,6 +87,11 @@ class ShardWriterConfig:
                 )
         if self.flush_episodes < 1:
             raise ValueError("ShardWriterConfig.flush_episodes must be >= 1")
+        if self.max_buffered_episodes < self.flush_episodes or self.max_buffered_bytes < 1:
+            raise ValueError(
+                "ShardWriterConfig.max_buffered_episodes must be >= flush_episodes (a shard must fit) "
+                "and max_buffered_bytes >= 1"
+            )
         if self.flush_seconds < 0 or self.max_attempts < 1 or self.backoff_s < 0 or self.retry_seconds < 0:
             raise ValueError(
                 "ShardWriterConfig: flush_seconds, backoff_s, retry_seconds >= 0 and max_attempts >= 1"
@@ -93,6 +109,8 @@ class ShardWriter:
         self.store = store
         self.config = config
         self._buffer: list[pa.Table] = []
+        self._buffered_bytes = 0
+        self._failing = False  # the last flush failed (said once, until one succeeds)
         self._buffered_since: float | None = None
         self._seq = 0
         self._lock = threading.RLock()
@@ -116,6 +134,32 @@ class ShardWriter:
         with self._lock:
             return len(self._buffer)
 
+    @property
+    def buffered_bytes(self) -> int:
+        with self._lock:
+            return self._buffered_bytes
+
+    @property
+    def has_room(self) -> bool:
+        """Whether the buffer is below both caps (a collector may start another batch)."""
+        with self._lock:
+            return (
+                len(self._buffer) < self.config.max_buffered_episodes
+                and self._buffered_bytes < self.config.max_buffered_bytes
+            )
+
+    def wait_for_room(self, should_stop: Callable[[], bool], poll_s: float = 0.5) -> bool:
+        """Flush every `retry_seconds` until the buffer has room (True) or `should_stop()` (False)."""
+        while not self.has_room:
+            if should_stop():
+                return False
+            with self._lock:
+                if time.monotonic() >= self._retry_after:
+                    self._flush_or_keep("flush")
+            if not self.has_room:
+                self._stop.wait(min(poll_s, max(self.config.retry_seconds, 0.01)))
+        return True
+
     def add_episode(self, steps: pa.Table) -> str | None:
         """Buffer one whole episode (all its steps); returns the shard path if this triggered a flush.
         A failed flush does not raise: the episode is buffered (acknowledged) and retried later."""
@@ -128,6 +172,7 @@ class ShardWriter:
             raise ValueError(f"add_episode takes one episode's steps; got {len(episode_ids)} episode ids")
         with self._lock:
             self._buffer.append(steps)
+            self._buffered_bytes += steps.nbytes
             if self._buffered_since is None:
                 self._buffered_since = time.monotonic()
             if len(self._buffer) >= self.config.flush_episodes and time.monotonic() >= self._retry_after:
@@ -136,12 +181,19 @@ class ShardWriter:
 
     def _flush_or_keep(self, what: str) -> str | None:
         try:
-            return self.flush()
+            path = self.flush()
         except ShardFlushError as exc:
             self.last_error = str(exc)
             self._retry_after = time.monotonic() + self.config.retry_seconds
-            log.warning("%s failed, retrying in %gs: %s", what, self.config.retry_seconds, exc)
+            # Once per outage, not once per retry: a full disk for an hour was 720 lines per collector.
+            log.log(
+                logging.DEBUG if self._failing else logging.WARNING,
+                "%s failed, retrying every %gs (said once until a write succeeds): %s",
+                what, self.config.retry_seconds, exc,
+            )  # fmt: skip
+            self._failing = True
             return None
+        return path
 
     def flush(self) -> str | None:
         """Write everything buffered as one shard; keeps the buffer and raises if every attempt fails."""
@@ -156,9 +208,12 @@ class ShardWriter:
             self._put_with_retries(path, payload, episodes=len(self._buffer))
             self._seq += 1
             self._buffer.clear()
+            self._buffered_bytes = 0
             self._buffered_since = None
             self.written.append(path)
-            self.last_error = None
+            if self._failing:
+                log.warning("shard writes work again: wrote %s", self.store.url(path))
+            self.last_error, self._failing = None, False
             log.info("wrote shard %s (%d steps)", self.store.url(path), table.num_rows)
             return path
 

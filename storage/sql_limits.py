@@ -4,6 +4,14 @@ Without them a query such as `SELECT count(*) FROM range(1e13)` ran until interr
 generated one drove the machine out of memory (DuckDB's own default is 80 % of RAM). Every
 connection gets a memory limit, a private spill folder with a size cap, and each query a timer
 that interrupts it; hitting any limit is one line naming the setting to raise.
+
+DuckDB's memory limit governs its buffer manager, not every allocation: one value built by a query
+(`SELECT length(repeat('x', 1500000000))`) took 3.1 GB under a 200 MB limit. So while a query runs
+the process's data size (RLIMIT_DATA, on Linux) is also capped, at what it held before the query plus
+twice the memory limit (DuckDB's share and the result's Arrow copy) plus `PROCESS_HEADROOM`; an
+allocation past that fails inside DuckDB as out of memory, and the query ends with the same line.
+The cap is the process's, for the query's duration: run queries from a process that does nothing
+else meanwhile (as `distrl sql` and `distrl status` do).
 """
 
 from __future__ import annotations
@@ -44,6 +52,46 @@ class SqlSettings(BaseSettings):
         description="Most disk a query may spill to, in a private temporary folder (mode 0700, removed "
         "when the session closes; never under the working folder, never readable by a query).",
     )
+
+
+# Above the memory limit's share: thread stacks, allocator slack, the query's own small values.
+PROCESS_HEADROOM = 256 * 1024**2
+
+
+def _data_size() -> int | None:
+    """The process's data segment (private writable memory) in bytes, or None off Linux."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+@contextmanager
+def data_size_capped(extra: int) -> Iterator[None]:
+    """Cap the process's data size at its current size plus `extra` bytes for the body (lowering only
+    the soft limit, which the body's end raises back); where that cannot be read, no cap."""
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        yield
+        return
+    now = _data_size()
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    cap = None if now is None else now + extra
+    if cap is not None and hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    if cap is None or (soft != resource.RLIM_INFINITY and soft <= cap):
+        yield  # already at or below the cap
+        return
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
 
 
 class SqlLimitError(RuntimeError):
@@ -89,7 +137,10 @@ class QueryLimits:
         timer.daemon = True
         timer.start()
         try:
-            yield
+            with data_size_capped(2 * int(self.settings.memory_limit) + PROCESS_HEADROOM):
+                yield
+        except MemoryError:  # Python's or Arrow's allocation past the cap (DuckDB's is the next one)
+            raise self.memory_error("out of memory") from None
         except duckdb.InterruptException:
             if state["fired"]:
                 raise SqlLimitError(

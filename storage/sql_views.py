@@ -5,7 +5,9 @@ Shards are found with the same listing as the learner's catalog; a shard whose f
 read, or whose schema or version is foreign, is left out with a warning (and not moved: reading
 must not change the store); a shard whose data pages turn out unreadable during a query is named,
 left out the same way, and the query rerun; a shard that is a symbolic link is left out too (DuckDB
-may read only the store's real folder). Only queries run, on a connection that can read nothing but
+may read only the store's real folder), as is anything that is not a regular file (never opened: a
+FIFO would block) and a file whose name DuckDB would read as a glob pattern. An episode found in
+several files (a restored copy) is counted once, as in the replay. Warnings name files escaped. Only queries run, on a connection that can read nothing but
 the shards (see `storage.sql_guard`), within limits of time, memory and spill (`storage.sql_limits`).
 """
 
@@ -20,10 +22,11 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from storage.catalog import BadShard, check_footer, list_shards, try_read_shard
+from storage.catalog import BadShard, check_footer, list_shards, try_read_shard, unreadable_reason
 from storage.schema import STEP_SCHEMA, SchemaError, shard_host
 from storage.sql_guard import ReadOnlyError, check_read_only, explain_refusal, lock_down
 from storage.sql_limits import QueryLimits, SqlLimitError, SqlSettings
+from storage.sql_output import escape_control
 from storage.store import Store, redact
 
 log = logging.getLogger(__name__)
@@ -43,6 +46,7 @@ class SqlSession:
     limits: QueryLimits
     skipped: list[BadShard] = field(default_factory=list)
     hosts: dict[str, str | None] = field(default_factory=dict)  # shard path -> host (its footer's label)
+    warn: bool = True  # log a warning per shard left out (False: the caller reports `skipped` itself)
     _probed: bool = False
 
     def query(self, statement: str) -> pa.Table:
@@ -82,6 +86,8 @@ class SqlSession:
                 if size > self.limits.settings.memory_limit:
                     raise self.limits.result_too_large(size)
                 batches.append(batch)
+        except MemoryError:
+            raise  # past the process's cap while a query runs: `QueryLimits.timed` names the limit
         except (pa.ArrowException, OSError) as exc:
             raise _as_duckdb_error(exc) from None
         return pa.Table.from_batches(batches, reader.schema)
@@ -102,8 +108,7 @@ class SqlSession:
         return bad
 
     def _exclude(self, bad: list[BadShard]) -> None:
-        for shard in bad:
-            log.warning("left out unreadable shard %s: %s", self.store.url(shard.path), shard.reason)
+        _warn(self.store, bad, self.warn)
         gone = {b.path for b in bad}
         self.shards = [p for p in self.shards if p not in gone]
         self.skipped.extend(bad)
@@ -146,12 +151,24 @@ def _as_duckdb_error(exc: Exception) -> duckdb.Error:
     return kind(message)
 
 
-def _valid_shards(store: Store) -> tuple[list[str], list[BadShard], dict[str, str | None]]:
+def _warn(store: Store, bad: list[BadShard], warn: bool) -> None:
+    for shard in bad:
+        log.log(
+            logging.WARNING if warn else logging.DEBUG,
+            "left out unreadable shard %s",
+            escape_control(f"{store.url(shard.path)}: {shard.reason}"),
+        )
+
+
+def _valid_shards(store: Store, warn: bool) -> tuple[list[str], list[BadShard], dict[str, str | None]]:
     """Shards whose footer is readable and ours, those left out, and each good one's host label."""
     paths = [s.path for s in list_shards(store)]
     hosts: dict[str, str | None] = {}
 
     def check(path: str) -> BadShard | None:
+        unreadable = unreadable_reason(store, path)  # decided before anything opens it
+        if unreadable is not None:
+            return BadShard(path=path, reason=unreadable, moved_to=None)
         if store.is_local and os.path.realpath(path) != path:  # the root is resolved: a link inside
             # DuckDB may read only the real folder, so the linked file fails every query: leave it out.
             reason = f"a symbolic link (to {os.path.realpath(path)}); only files inside the store are read"
@@ -165,8 +182,7 @@ def _valid_shards(store: Store) -> tuple[list[str], list[BadShard], dict[str, st
     with ThreadPoolExecutor(max_workers=8) as pool:
         verdicts = list(pool.map(check, paths))
     bad = [v for v in verdicts if v is not None]
-    for shard in bad:
-        log.warning("left out unreadable shard %s: %s", store.url(shard.path), shard.reason)
+    _warn(store, bad, warn)
     bad_paths = {b.path for b in bad}
     return [p for p in paths if p not in bad_paths], bad, hosts
 
@@ -174,14 +190,16 @@ def _valid_shards(store: Store) -> tuple[list[str], list[BadShard], dict[str, st
 def _create_views(
     con: duckdb.DuckDBPyConnection, store: Store, shards: list[str], hosts: dict[str, str | None]
 ) -> None:
-    # `step_rows` carries each row's file name, for the `shards` view; `steps` (views.sql) is it
-    # without that column: the schema's columns, plus `family` (the name every other view uses).
+    # `shard_rows` carries each row's file name, for the `shards` view and to count a copied
+    # episode once; `steps` (views.sql) is it without that column: the schema's columns, plus
+    # `family` (the name every other view uses).
+    # Every path is a plain file name: `unreadable_reason` left out those DuckDB reads as a glob.
     if shards:
         source = con.read_parquet([store.url(p) for p in shards], hive_partitioning=False, filename=True)
     else:
         empty = STEP_SCHEMA.empty_table()
         source = con.from_arrow(empty.append_column("filename", pa.array([], pa.string())))
-    source.create_view("step_rows")
+    source.create_view("shard_rows")
     labels = pa.table(
         {
             "shard": pa.array([store.url(p) for p in shards], pa.string()),
@@ -192,9 +210,12 @@ def _create_views(
     con.execute(VIEWS_SQL)
 
 
-def open_sql(store: Store, *, threads: int = 2, settings: SqlSettings | None = None) -> SqlSession:
+def open_sql(
+    store: Store, *, threads: int = 2, settings: SqlSettings | None = None, warn: bool = True
+) -> SqlSession:
     """An in-memory DuckDB connection with the store's views, locked down to reading the shards, and
     limited in time, memory and spill space (`settings`, default: the `DISTRL_SQL_*` variables).
+    With `warn` False the shards left out are logged at debug level only (`distrl sql` prints them).
 
     S3 is read through s3fs (a registered fsspec filesystem), so no DuckDB extension is involved.
     """
@@ -202,7 +223,7 @@ def open_sql(store: Store, *, threads: int = 2, settings: SqlSettings | None = N
     con = duckdb.connect(":memory:", config={"threads": threads})
     try:
         limits.apply(con)
-        shards, bad, hosts = _valid_shards(store)
+        shards, bad, hosts = _valid_shards(store, warn)
         if not store.is_local:
             con.register_filesystem(store.fs)
         _create_views(con, store, shards, hosts)
@@ -211,4 +232,4 @@ def open_sql(store: Store, *, threads: int = 2, settings: SqlSettings | None = N
         con.close()
         limits.close()
         raise
-    return SqlSession(con=con, store=store, shards=shards, limits=limits, skipped=bad, hosts=hosts)
+    return SqlSession(con=con, store=store, shards=shards, limits=limits, skipped=bad, hosts=hosts, warn=warn)

@@ -96,7 +96,18 @@ class CollectorParams(BaseModel):
         None, ge=1, le=MAX_UPDATES, description="Stop after this many episodes (None: no limit)."
     )
     max_minutes: float | None = Field(
-        None, gt=0, le=MAX_MINUTES, description="Stop after this many minutes (None: no limit)."
+        None,
+        gt=0,
+        le=MAX_MINUTES,
+        description="Stop after this many minutes of collecting, counted from the first policy version "
+        "(the wait for it is not part of them; None: no limit).",
+    )
+    max_wait_minutes: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_MINUTES,
+        description="Fail, saying so, if the followed alias still points at no version after this many "
+        "minutes (None: wait until one is published or the run is cancelled).",
     )
     flush_episodes: int = Field(16, ge=1, le=MAX_BATCH, description="Episodes per shard.")
     flush_seconds: float = Field(
@@ -313,8 +324,34 @@ def collect_episodes(
     return totals | {"policy_version": float(session.version or 0)}
 
 
+def wait_for_room(session: CollectorSession) -> bool:
+    """Back-pressure: while the shard buffer is full (the store takes no shard: a full disk, an
+    outage), act no more; say so once, keep flushing, and go on once a shard is written. False when
+    the collector is told to stop meanwhile (its last flush then keeps trying, see `flush_shard`)."""
+    writer = session.writer
+    if writer.has_room:
+        return True
+    log.warning(
+        "collector %s: shard buffer full (%d episodes, %.0f MB; caps %d episodes, %.0f MB), acting paused "
+        "until the store takes a shard (last error: %s)",
+        session.params.collector_id, writer.buffered_episodes, writer.buffered_bytes / 1e6,
+        writer.config.max_buffered_episodes, writer.config.max_buffered_bytes / 1e6, writer.last_error,
+    )  # fmt: skip
+    started = time.monotonic()
+    if not writer.wait_for_room(session.should_stop):
+        return False
+    pause = time.monotonic() - started
+    log.warning(
+        "collector %s: shard written, acting again after %.0f s paused", session.params.collector_id, pause
+    )
+    return True
+
+
 def run_batch(session: CollectorSession) -> dict[str, float]:
-    """One batch of episodes with the current policy, buffered for the next shard (not a task run)."""
+    """One batch of episodes with the current policy, buffered for the next shard (not a task run).
+    Waits first while the shard buffer is full; a stop during that wait runs no batch."""
+    if not wait_for_room(session):
+        return dict.fromkeys(_BATCH_STATS, 0.0) | {"policy_version": float(session.version or 0)}
     if session.policy is None or session.version is None:
         raise RuntimeError("no policy loaded yet; publish one (the learner or `distrl warm-start` does)")
     params = session.params
@@ -353,6 +390,10 @@ def run_batch(session: CollectorSession) -> dict[str, float]:
         "policy_version": session.version,
         "mean_step_latency_ms": sum(r["step_latency_ms"] for r in result.rows) / max(1, result.num_steps),
     }
+
+
+_BATCH_STATS = ("episodes", "successes", "steps", "broken_episodes", "abandoned_episodes", "seconds",
+                "mean_step_latency_ms")  # fmt: skip
 
 
 @task(

@@ -122,16 +122,20 @@ def open_learner(
     policy = load_policy(fetched.path)
     config = config or params.to_learner_config()
     learner = Learner(policy, config, policy_version=latest)
-    replay = Replay(open_store(params.store_uri), replay_settings or ReplaySettings())
+    # A shard whose policy version the registry never published is quarantined, not trained on.
+    newest = partial(registry.resolve, "latest")
+    replay = Replay(open_store(params.store_uri), replay_settings or ReplaySettings(), newest_version=newest)
     replay.set_policy_version(latest)
     tags = {"role": role, "algorithm": config.algorithm, "parent_version": str(latest)} | (run_tags or {})
     run_id = start_tracked_run(registry, role, tags=tags, params=_params_for_mlflow(params, config))
     session = LearnerSession(params, replay, learner, registry, run_id, latest)
     if start_version is None:  # a restart, not a fine-tune that counts its own updates (retrain)
         _resume_counters(session, fetched.tags)
-    if params.learner_processes > 1:
+    if params.world > 1:
         try:
-            session.ranks = LearnerRanks.start(learner, params.learner_processes)
+            session.ranks = LearnerRanks.start(
+                learner, params.learner_processes, params.rank_network(), params.batch_size
+            )
         except BaseException:
             close_learner(session)
             raise
@@ -222,14 +226,14 @@ def train_block(session: LearnerSession, updates: int | None = None) -> dict[str
     the replay is not ready."""
     replay, learner = session.replay, session.learner
     sample: Callable[[], Draw] = partial(_next_draw, session)
-    if session.ranks is not None:  # the followers train on their shards of the same draw
-        sample = session.ranks.sharing(sample)
+    # On several ranks the followers train on their shards of the same draw; a lost rank is recovered.
+    step_on = partial(train_step, learner) if session.ranks is None else session.ranks.train_step
     done = 0
     metrics: dict[str, float] = {}
     block = BlockLog(learner.updates + 1)
     for _ in range(updates or session.params.updates_per_block):
         try:
-            step = train_step(learner, sample, replay.update_priorities)
+            step = step_on(sample, replay.update_priorities)
         except ReplayNotReady as exc:
             block.say(done, replay.size_steps)
             return {"updates": done, "waiting": 1.0, **metrics} | {

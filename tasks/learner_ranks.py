@@ -1,154 +1,179 @@
-"""The learner on several processes (`LearnerParams.learner_processes` > 1).
+"""The learner on several processes (`LearnerParams.learner_processes` > 1), on one host or several.
 
 The `learn` flow's own process is rank 0: it keeps everything that does I/O (the DuckDB replay, the
-ingest, the MLflow run, the registry) and runs the flow's tasks as on one process. It starts the
-W - 1 follower ranks on this machine, which join the process group through a TCPStore that rank 0
-serves on the loopback interface only; the group's own connections (gloo) are bound to loopback
-too. For each update rank 0 sends the union batch it drew (with its policy version and update
-count); every rank trains on its shard of it (`distrl_core/learner/distributed.py`, where DDP
-all-reduces the gradients), and rank 0 writes the priorities of the whole batch back and publishes.
-Followers never open the replay, MLflow or the registry: their weights come from rank 0.
+ingest, the MLflow run, the registry) and runs the flow's tasks as on one process. It is also the
+rendezvous: it serves the TCPStore the followers join through, on a socket it binds itself to one
+address (127.0.0.1 on one host; the head's address on the learner network otherwise — TCPStore's
+own server would listen on every interface), starts the followers of its own host
+(`tasks/learner_follower.py`), and admits those that other hosts' launchers start once they show
+they hold the learner's key. For each update rank 0 sends the union batch it drew; every rank
+trains on its shard of it (`distrl_core/learner/distributed.py`, where DDP all-reduces the
+gradients), and rank 0 writes the priorities of the whole batch back and publishes.
 
-What crosses between ranks is never unpickled: rank 0 seals every message (`tasks/rank_channel.py`:
-JSON, ``.npy`` and Arrow IPC under an HMAC key that only the ranks it started hold) and broadcasts it
-as a tensor; the store carries rendezvous addresses and counters, never the policy or a batch.
-Followers are started directly rather than by ``torchrun --standalone``, whose rendezvous store
-listens on every interface and unpickles what it reads from it.
+Nothing between ranks is unpickled: every message is sealed (`tasks/rank_channel.py`) and travels
+as a tensor; the store holds addresses, counters and proofs, never the policy or a batch.
+
+A lost rank (a follower killed, a host gone) fails the update's collective on rank 0. Rank 0 then
+forms a new generation of the group with the followers that (re)join within `rejoin_timeout_s`
+(its own host's it restarts itself), at the largest size the batch divides by, sends them its
+current state, and trains the same draw again: no update is lost or applied twice, and since
+publishing follows a finished update, no version either.
 
     ranks = LearnerRanks.start(learner, 2)
-    step = train_step(learner, ranks.sharing(sample), replay.update_priorities)
+    step = ranks.train_step(sample, replay.update_priorities)
     ranks.close()
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import io
+import copy
+import json
 import logging
 import os
+import secrets
 import socket
 import subprocess
-import sys
-import tarfile
-import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import torch
 import torch.distributed as dist
 
-from distrl_core.learner.config import LearnerConfig
 from distrl_core.learner.distributed import DataParallel
 from distrl_core.learner.learner import Learner
-from distrl_core.learner.step import Draw, train_step
-from distrl_core.policy import load_policy, save_policy
-from distrl_core.policy.defaults import configure_threads
-from tasks.rank_channel import KEY_ENV, Message, broadcast_bytes, key_from_env, new_key, seal, unseal
+from distrl_core.learner.step import Draw, StepResult, train_step
+from distrl_core.learner.task_stats import options_active
+from tasks.learner_follower import GLOO_INTERFACE_ENV, Followers, init_group, interface_of, is_lost_rank
+from tasks.rank_channel import broadcast_bytes, join_proof, key_from_env, new_key, seal
+from tasks.rank_state import learner_state
 
 log = logging.getLogger(__name__)
 
 JOIN_TIMEOUT_S = 300.0  # followers import torch and connect; loading the policy comes after
 STOP_TIMEOUT_S = 60.0
-COLLECTIVE_TIMEOUT = timedelta(minutes=10)  # one update's all-reduce; followers idle in the store
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+COLLECTIVE_TIMEOUT = timedelta(minutes=10)
+MAX_REGROUPS_PER_UPDATE = 3
 LOOPBACK = "127.0.0.1"
-GLOO_INTERFACE_ENV = "GLOO_SOCKET_IFNAME"  # the interface gloo binds its connections to
+
+
+@dataclass(frozen=True)
+class RankNetwork:
+    """Where the learner's ranks meet, and how a lost one is waited for."""
+
+    address: str = LOOPBACK
+    """Rank 0's store binds here: loopback on one host; the head's address on the learner network
+    when other hosts run followers (`python -m tasks.learner_follower --head ADDRESS:PORT`)."""
+    port: int = 0
+    """The store's port; 0 takes a free one (one host). Fixed when other hosts must find it."""
+    interface: str | None = None
+    """The network interface gloo binds to; None: the one that holds `address`."""
+    remote_processes: int = 0
+    """Follower ranks started on other hosts; they need the key in DISTRL_LEARNER_RANK_KEY here and there."""
+    rejoin_timeout_s: float = 120.0
+    """After a rank is lost: how long rank 0 waits for the group to fill again before it goes on
+    with the ranks it has (down to itself alone)."""
+    max_restarts: int = 3
+    """Restarts of this host's failed followers, in all."""
 
 
 class LearnerRanks:
-    """Rank 0's side: the follower processes, the store it serves, the run's key, the command count."""
+    """Rank 0's side: the store, the run's key, this host's followers, the current generation."""
 
     def __init__(
-        self,
-        processes: list[subprocess.Popen[bytes]],
-        store: dist.TCPStore,
-        listener: socket.socket,
-        learner: Learner,
-        key: bytes,
+        self, learner: Learner, local_processes: int, network: RankNetwork, batch_size: int | None
     ) -> None:
-        self.processes = processes
-        self.store = store
-        self.listener = listener
-        self.learner = learner
-        self.key = key
-        self.commands = 0
+        self.learner, self.network, self.batch_size = learner, network, batch_size
+        self.listener = _listen(network.address, network.port)
+        self.port = int(self.listener.getsockname()[1])
+        # The store serves on the socket bound above: TCPStore's own server listens on every interface.
+        self.store = dist.TCPStore(
+            network.address, self.port, is_master=True, wait_for_workers=False, timeout=COLLECTIVE_TIMEOUT,
+            master_listen_fd=self.listener.fileno(),
+        )  # fmt: skip
+        self.key = key_from_env(required=network.remote_processes > 0) or new_key()
+        self.nonce = secrets.token_bytes(16)
+        self.store.set("nonce", self.nonce)  # type: ignore[arg-type]  # the binding takes bytes
+        self.interface = network.interface or interface_of(network.address)
+        self.expected = local_processes - 1 + network.remote_processes  # followers in a full group
+        self.generation, self.world, self.tickets_seen, self.commands = 0, 1, 0, 0
+        self.followers = Followers(
+            f"{network.address}:{self.port}", local_processes - 1, learner.device.type, self.interface,
+            self.key, network.max_restarts, first_local_rank=1,
+        )  # fmt: skip
 
     @classmethod
-    def start(cls, learner: Learner, world: int) -> LearnerRanks:
-        """Start `world - 1` followers, wait until they joined, send them the policy and make
-        `learner` train on rank 0's shard (`Learner.parallel`)."""
-        listener = _listen(LOOPBACK)
-        port = int(listener.getsockname()[1])
-        # The store serves on the socket bound above: TCPStore's own server listens on every interface.
-        store = dist.TCPStore(
-            LOOPBACK, port, is_master=True, wait_for_workers=False, timeout=COLLECTIVE_TIMEOUT,
-            master_listen_fd=listener.fileno(),
-        )  # fmt: skip
-        key = new_key()
-        interface = _loopback_interface()
-        env = os.environ | {
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")])),
-            KEY_ENV: key.hex(),  # the environment: argv is readable by every user in /proc
-            GLOO_INTERFACE_ENV: interface,
-        }
-        processes = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "tasks.learner_ranks",
-                    f"--store={LOOPBACK}:{port}",
-                    f"--rank={rank}",
-                    f"--world={world}",
-                    f"--device={learner.device.type}",
-                ],
-                cwd=PROJECT_ROOT,
-                env=env,
-            )
-            for rank in range(1, world)
-        ]
-        log.info("started %d follower learner rank(s) (pids %s)", world - 1, [p.pid for p in processes])
+    def start(
+        cls, learner: Learner, world: int, network: RankNetwork | None = None, batch_size: int | None = None
+    ) -> LearnerRanks:
+        """Start this host's `world - 1` followers, admit them and the remote ones, send them the
+        learner's state, and make `learner` train on rank 0's shard (`Learner.parallel`)."""
+        ranks = cls(learner, world, network or RankNetwork(), batch_size)
         try:
-            _wait_for_followers(store, processes, world - 1)
-            _init_group(learner.device, 0, world, store, interface)
-            broadcast_bytes(seal(key, *_init_message(learner)), learner.device)
-            learner.parallel = DataParallel(learner.policy, 0, world)
+            ranks._form(JOIN_TIMEOUT_S, require_all=True)
         except BaseException:
-            _stop(processes)
-            listener.close()
+            ranks._shutdown()
             raise
-        return cls(processes, store, listener, learner, key)
+        log.info("started %d follower learner rank(s) (pids %s)", world - 1, [p.pid for p in ranks.processes])
+        return ranks
 
-    def sharing(self, sample: Callable[[], Draw]) -> Callable[[], Draw]:
-        """`sample`, then the draw sent to the followers (a replay not ready sends nothing)."""
+    @property
+    def processes(self) -> list[subprocess.Popen[bytes]]:
+        """This host's follower processes."""
+        return self.followers.processes
 
-        def draw() -> Draw:
-            batch = sample()
-            rows = batch.rows if isinstance(batch.rows, pa.Table) else pa.Table.from_pylist(batch.rows)
-            header = {
-                "kind": "update",
-                "policy_version": self.learner.policy_version,
-                "updates": self.learner.updates,
-            }
-            self._send(seal(self.key, header, {"keys": batch.keys, "is_weights": batch.is_weights}, rows))
-            return Draw(batch.keys, rows, batch.is_weights)  # every rank trains on the rows as sent
-
-        return draw
+    def train_step(
+        self, sample: Callable[[], Draw], write_back: Callable[[np.ndarray, np.ndarray], None]
+    ) -> StepResult:
+        """`train_step` on all ranks: draw (a replay not ready sends nothing), send, update. A
+        rank lost on the way forms a new generation and the same draw is trained again."""
+        draw = sample()
+        rows = draw.rows if isinstance(draw.rows, pa.Table) else pa.Table.from_pylist(draw.rows)
+        draw = Draw(draw.keys, rows, draw.is_weights)  # every rank trains on the rows as sent
+        for regroups in range(MAX_REGROUPS_PER_UPDATE + 1):
+            rng = torch.get_rng_state()
+            stats = copy.deepcopy(self.learner.task_stats) if options_active(self.learner.config) else None
+            try:
+                if self.world > 1:
+                    header = {
+                        "kind": "update", "policy_version": self.learner.policy_version,
+                        "updates": self.learner.updates,
+                    }  # fmt: skip
+                    self._send(
+                        seal(self.key, header, {"keys": draw.keys, "is_weights": draw.is_weights}, rows)
+                    )
+                return train_step(self.learner, partial(_given, draw), write_back)
+            except Exception as error:
+                if not is_lost_rank(error) or regroups == MAX_REGROUPS_PER_UPDATE:
+                    raise
+                log.warning(
+                    "a learner rank was lost (%s); forming the group again", str(error).splitlines()[0]
+                )
+                torch.set_rng_state(rng)  # the update is trained again as if for the first time
+                if stats is not None:
+                    self.learner.task_stats = stats
+                self._regroup()
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         """Stop the followers (they leave after their last update) and the process group."""
         try:
-            if all(p.poll() is None for p in self.processes):
+            if self.world > 1:
                 self._send(seal(self.key, {"kind": "stop"}))
-            _stop(self.processes)
+        except Exception as error:  # a follower already gone: the others see "stopped"
+            log.warning("could not tell every follower to stop: %s", str(error).splitlines()[0])
+        finally:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        try:
+            self.store.set("stopped", "1")
+            self.followers.wait(STOP_TIMEOUT_S)
         finally:
             self.learner.parallel = None
             if dist.is_initialized():
@@ -156,54 +181,88 @@ class LearnerRanks:
             self.listener.close()
 
     def _send(self, blob: bytes) -> None:
-        self.store.add("commands", 1)  # wakes the followers, who wait in the store, not in a collective
+        self.store.add(f"g{self.generation}/commands", 1)  # wakes the followers, idle in the store
         broadcast_bytes(blob, self.learner.device)
         self.commands += 1
 
+    def _regroup(self) -> None:
+        self.learner.parallel = None
+        self.store.add("generation", 1)  # followers idle in the store leave this generation
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        self.followers.restart_dead()
+        self._form(self.network.rejoin_timeout_s, require_all=False)
 
-def _listen(host: str) -> socket.socket:
+    def _form(self, timeout_s: float, require_all: bool) -> None:
+        """Admit followers until the group is full or `timeout_s` passed, then form a generation at
+        the largest size the batch divides by and send every follower the learner's state."""
+        admitted = self._admit(timeout_s, require_all)
+        world = 1 + len(admitted)
+        while self.batch_size is not None and self.batch_size % world:
+            world -= 1
+        self.generation = self.store.add("generation", 1)
+        for i, ticket in enumerate(admitted):
+            answer = (
+                {"generation": self.generation, "rank": i + 1, "world": world}
+                if i + 1 < world
+                else {"surplus": 1}
+            )
+            self.store.set(f"assign/{ticket}", json.dumps(answer))
+        self.world = world
+        if world == 1:
+            log.warning("the learner goes on alone: no follower rank (re)joined within %.0f s", timeout_s)
+            return
+        if world < 1 + self.expected:
+            log.warning("the learner goes on with %d of %d ranks", world, 1 + self.expected)
+        with _gloo_interface(self.interface):
+            init_group(self.learner.device, 0, world, self.store, self.generation)
+        broadcast_bytes(seal(self.key, *learner_state(self.learner)), self.learner.device)
+        self.learner.parallel = DataParallel(self.learner.policy, 0, world)
+
+    def _admit(self, timeout_s: float, require_all: bool) -> list[int]:
+        """Tickets of followers that proved they hold the key, up to `expected` of them."""
+        deadline, admitted = time.monotonic() + timeout_s, list[int]()
+        while len(admitted) < self.expected:
+            issued = self.store.add("tickets", 0)
+            for ticket in range(self.tickets_seen + 1, issued + 1):
+                if self._proof_holds(ticket):
+                    admitted.append(ticket)
+                else:
+                    self.store.set(
+                        f"assign/{ticket}", json.dumps({"refused": "its learner key is not rank 0's"})
+                    )
+            self.tickets_seen = issued
+            local_failed = [p for p in self.followers.processes if p.poll() not in (None, 0)]
+            if local_failed and not self.followers.restart_dead() and require_all:
+                raise RuntimeError(
+                    f"a follower learner rank exited with code {local_failed[0].returncode} before the group "
+                    "formed (its output is above); with learner_processes=1 the learner runs in this process"
+                )
+            if time.monotonic() > deadline:
+                if require_all:
+                    raise TimeoutError(
+                        f"{len(admitted)} of {self.expected} follower learner rank(s) joined within {timeout_s:.0f} s"
+                    )
+                break
+            time.sleep(0.1)
+        return admitted[: self.expected]
+
+    def _proof_holds(self, ticket: int) -> bool:
+        deadline = time.monotonic() + 10.0
+        while not self.store.check([f"proof/{ticket}"]):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        want = join_proof(self.key, self.nonce, ticket)
+        return secrets.compare_digest(bytes(self.store.get(f"proof/{ticket}")), want)
+
+
+def _listen(host: str, port: int) -> socket.socket:
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind((host, 0))
+    listener.bind((host, port))
     listener.listen(128)
     return listener
-
-
-def _loopback_interface() -> str:
-    """The name of the interface that holds 127.0.0.1 (`lo` on Linux)."""
-    names = [name for _, name in socket.if_nameindex()]
-    for candidate in ("lo", "lo0"):
-        if candidate in names:
-            return candidate
-    raise RuntimeError(f"no loopback interface among {names}: several learner processes need one")
-
-
-def _init_message(learner: Learner) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """What a follower builds its learner from: rank 0's version files (a tar) and config."""
-    buffer = io.BytesIO()
-    with tempfile.TemporaryDirectory() as tmp, tarfile.open(fileobj=buffer, mode="w") as tar:
-        save_policy(learner.policy, Path(tmp) / "policy")
-        tar.add(Path(tmp) / "policy", arcname="policy")
-    policy = np.frombuffer(buffer.getvalue(), dtype=np.uint8)
-    return {"kind": "init", "config": learner.config.to_dict()}, {"policy": policy}
-
-
-def _wait_for_followers(
-    store: dist.TCPStore, processes: list[subprocess.Popen[bytes]], followers: int
-) -> None:
-    deadline = time.monotonic() + JOIN_TIMEOUT_S
-    while store.add("ready", 0) < followers:
-        for process in processes:
-            if process.poll() is not None:
-                raise RuntimeError(
-                    f"a follower learner rank exited with code {process.returncode} before the {followers} "
-                    "rank(s) joined (its output is above); with learner_processes=1 the learner runs in this process"
-                )
-        if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"the {followers} follower learner rank(s) did not join within {JOIN_TIMEOUT_S:.0f} s"
-            )
-        time.sleep(0.2)
 
 
 @contextlib.contextmanager
@@ -220,117 +279,5 @@ def _gloo_interface(interface: str) -> Iterator[None]:
             os.environ[GLOO_INTERFACE_ENV] = before
 
 
-def _init_group(device: torch.device, rank: int, world: int, store: dist.Store, interface: str) -> None:
-    backend = "nccl" if device.type == "cuda" else "gloo"
-    with _gloo_interface(interface):
-        dist.init_process_group(
-            backend,
-            store=dist.PrefixStore("group", store),
-            rank=rank,
-            world_size=world,
-            timeout=COLLECTIVE_TIMEOUT,
-        )
-
-
-def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    for process in processes:
-        try:
-            process.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            log.warning("a follower learner rank did not stop within %.0f s; terminating it", STOP_TIMEOUT_S)
-            process.terminate()
-            process.wait(timeout=STOP_TIMEOUT_S)
-
-
-# ----- the follower ranks (started by rank 0) ---------------------------------------------------------
-
-
-def follow(store_address: str, rank: int, world: int, device_type: str) -> int:
-    """A follower's life: join, build the learner from rank 0's files, train on each draw rank 0
-    sends until it says stop (or its store goes away: rank 0 ended). Returns the updates made."""
-    key = key_from_env()
-    host, port = store_address.rsplit(":", 1)
-    store = dist.TCPStore(host, int(port), is_master=False, timeout=COLLECTIVE_TIMEOUT)
-    device = _follower_device(device_type, rank)
-    store.add("ready", 1)
-    _init_group(device, rank, world, store, os.environ.get(GLOO_INTERFACE_ENV, _loopback_interface()))
-    learner = _follower_learner(_expect(unseal(key, broadcast_bytes(None, device)), "init"), device, rank)
-    learner.parallel = DataParallel(learner.policy, rank, world)
-    updates = 0
-    try:
-        while (message := _next_message(store, key, updates, device)).header["kind"] == "update":
-            draw = Draw(message.arrays["keys"], message.table, message.arrays["is_weights"])
-            learner.policy_version, learner.updates = (
-                message.header["policy_version"],
-                message.header["updates"],
-            )
-            train_step(learner, partial(_given, draw), _discard)
-            updates += 1
-        _expect(message, "stop")
-    finally:
-        dist.destroy_process_group()
-    return updates
-
-
-def _follower_device(device_type: str, rank: int) -> torch.device:
-    if device_type != "cuda":
-        return torch.device("cpu")
-    index = rank % torch.cuda.device_count()
-    torch.cuda.set_device(index)
-    return torch.device("cuda", index)
-
-
-def _follower_learner(init: Message, device: torch.device, rank: int) -> Learner:
-    with tempfile.TemporaryDirectory() as tmp:
-        with tarfile.open(fileobj=io.BytesIO(init.arrays["policy"].tobytes())) as tar:
-            tar.extractall(tmp, filter="data")
-        policy = load_policy(Path(tmp) / "policy", device=str(device))
-    # Followers never publish: no weight average to keep.
-    config = replace(LearnerConfig(**init.header["config"]), weight_average_decay=0.0)
-    learner = Learner(policy, config)
-    torch.manual_seed(config.seed + rank)  # word dropout: each rank its own masks
-    return learner
-
-
-def _expect(message: Message, kind: str) -> Message:
-    if message.header.get("kind") != kind:
-        raise RuntimeError(
-            f"expected a {kind!r} message from learner rank 0, got {message.header.get('kind')!r}"
-        )
-    return message
-
-
-def _next_message(store: dist.TCPStore, key: bytes, number: int, device: torch.device) -> Message:
-    """Message `number`, however long rank 0 idles for (a replay not ready): the store's counter is
-    polled with back-off, and the broadcast entered only once rank 0 is about to send. Raises when
-    rank 0 is gone, and on a message not sealed with this run's key."""
-    pause = 0.0005
-    while store.add("commands", 0) <= number:
-        time.sleep(pause)
-        pause = min(pause * 2, 0.05)
-    return unseal(key, broadcast_bytes(None, device))
-
-
 def _given(draw: Draw) -> Draw:
     return draw
-
-
-def _discard(_keys: np.ndarray, _priorities: np.ndarray) -> None:
-    """Rank 0 writes the priorities back."""
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="A follower rank of the learner (started by rank 0).")
-    parser.add_argument("--store", required=True, help="host:port of rank 0's store")
-    parser.add_argument("--rank", type=int, required=True, help="this process's rank, 1..world-1")
-    parser.add_argument("--world", type=int, required=True, help="learner processes, rank 0 included")
-    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="rank 0's device type")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s learner-rank-{args.rank} %(message)s")
-    configure_threads("learner")  # as rank 0 (DISTRL_LEARNER_THREADS, else torch's default)
-    log.info("stopped after %d updates", follow(args.store, args.rank, args.world, args.device))
-
-
-if __name__ == "__main__":
-    main()

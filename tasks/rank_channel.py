@@ -1,12 +1,14 @@
 """What rank 0 of the learner tells its followers: sealed, pickle-free messages sent as tensors.
 
 A message is a JSON header, numpy arrays (``.npy`` with ``allow_pickle=False``) and at most one
-Arrow table (an IPC stream), framed and sealed with HMAC-SHA256 under a key that rank 0 draws for
-each run and hands to the followers it starts in their environment (`KEY_ENV`: never argv, which
-every user can read in ``/proc``, and never the store). It travels as a ``uint8`` tensor in a
-broadcast over the process group's own connections, so the store carries no payload at all: a
-process that reaches the store or a rank's socket without the key can stop the learner, but can
-neither read the policy nor make a rank decode, let alone run, anything of its own.
+Arrow table (an IPC stream), framed and sealed with AES-256-GCM (encrypted and authenticated) under
+the learner's key: one that rank 0 draws for each run and hands to the followers it starts in
+their environment (`KEY_ENV`: never argv, which every user can read in ``/proc``, and never the
+store), or, with followers on other hosts, one the operator gives every learner host in that
+variable. It travels as a ``uint8`` tensor in a broadcast over the process group's own
+connections, so the store carries no payload at all: a process without the key that reaches the
+store or a rank's socket can stop the learner, but can neither read the policy or a batch nor make
+a rank decode, let alone run, anything of its own.
 
     key = new_key()
     blob = seal(key, {"kind": "update", "updates": 3}, {"keys": slots}, rows)
@@ -28,13 +30,25 @@ import numpy as np
 import pyarrow as pa
 import torch
 import torch.distributed as dist
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-__all__ = ["KEY_ENV", "Message", "broadcast_bytes", "key_from_env", "new_key", "seal", "unseal"]
+__all__ = [
+    "KEY_ENV",
+    "Message",
+    "SealError",
+    "broadcast_bytes",
+    "join_proof",
+    "key_from_env",
+    "new_key",
+    "seal",
+    "unseal",
+]
 
-KEY_ENV = "DISTRL_LEARNER_RANK_KEY"  # hex; set by rank 0 in the environment of the ranks it starts
+KEY_ENV = "DISTRL_LEARNER_RANK_KEY"  # 64 hex digits; rank 0 sets it for the ranks it starts
 KEY_BYTES = 32
-MAGIC = b"DRLRANK1"
-_TAG_BYTES = 32  # HMAC-SHA256
+MAGIC = b"DRLRANK2"
+_NONCE_BYTES = 12  # AES-GCM's; random per message (2^-32 collision odds only after ~2^32 messages)
 _LENGTH = struct.Struct("<Q")
 
 
@@ -53,19 +67,27 @@ def new_key() -> bytes:
     return secrets.token_bytes(KEY_BYTES)
 
 
-def key_from_env() -> bytes:
-    """The run's key, as rank 0 put it in this follower's environment."""
+def key_from_env(required: bool = True) -> bytes | None:
+    """The learner's key from `KEY_ENV` (None when unset and not `required`)."""
     raw = os.environ.get(KEY_ENV, "")
+    if not raw and not required:
+        return None
     try:
         key = bytes.fromhex(raw)
     except ValueError:
         key = b""
     if len(key) != KEY_BYTES:
         raise RuntimeError(
-            f"{KEY_ENV} is missing or not {KEY_BYTES} hex-encoded bytes: a follower learner rank is "
-            "started by rank 0 (the `learn` flow), which sets it; it cannot be started by hand"
+            f"{KEY_ENV} is missing or not {KEY_BYTES} hex-encoded bytes: set the same value on every "
+            "learner host (e.g. `python -c 'import secrets; print(secrets.token_hex(32))'`); rank 0 "
+            "sets it itself for the followers it starts on its own host"
         )
     return key
+
+
+def join_proof(key: bytes, nonce: bytes, ticket: int) -> bytes:
+    """What a follower shows to be admitted with `ticket`: it holds the key (the nonce is the run's)."""
+    return hmac.digest(key, nonce + ticket.to_bytes(8, "little"), "sha256")
 
 
 def seal(
@@ -88,16 +110,21 @@ def seal(
             writer.write_table(table)
         parts.append(sink.getvalue().to_pybytes())
     body = b"".join(_LENGTH.pack(len(p)) + p for p in parts)
-    return MAGIC + hmac.digest(key, body, "sha256") + body
+    nonce = secrets.token_bytes(_NONCE_BYTES)
+    return MAGIC + nonce + AESGCM(key).encrypt(nonce, body, MAGIC)
 
 
 def unseal(key: bytes, blob: bytes) -> Message:
-    """The message in `blob`; `SealError` before any byte is decoded unless its tag is this run's."""
-    if blob[: len(MAGIC)] != MAGIC or len(blob) < len(MAGIC) + _TAG_BYTES:
+    """The message in `blob`; `SealError` before any byte is decoded unless it was sealed with `key`."""
+    if blob[: len(MAGIC)] != MAGIC or len(blob) < len(MAGIC) + _NONCE_BYTES + 16:
         raise SealError("not a learner-rank message (wrong magic or truncated)")
-    tag, body = blob[len(MAGIC) : len(MAGIC) + _TAG_BYTES], blob[len(MAGIC) + _TAG_BYTES :]
-    if not hmac.compare_digest(tag, hmac.digest(key, body, "sha256")):
-        raise SealError("a learner-rank message failed authentication (not sealed with this run's key)")
+    nonce = blob[len(MAGIC) : len(MAGIC) + _NONCE_BYTES]
+    try:
+        body = AESGCM(key).decrypt(nonce, blob[len(MAGIC) + _NONCE_BYTES :], MAGIC)
+    except InvalidTag:
+        raise SealError(
+            "a learner-rank message failed authentication (not sealed with this run's key)"
+        ) from None
     parts = _split(body)
     head = json.loads(parts[0])
     names, has_table = head.pop("_arrays"), head.pop("_table")

@@ -25,12 +25,17 @@ from tasks.mlflow_metrics import start_tracked_run
 
 
 def policy_config_for(base: str | None, seed: int = 0) -> PolicyConfig:
-    """The policy of a warm start: the tiny default (initial weights from ``seed``), or ``base``
-    adapted with LoRA; ``seed`` also seeds the action sampler."""
+    """The policy of a warm start: the tiny default (initial weights from ``seed``), an encoder base
+    (its top layer and the heads trained; "minilm" names the packaged all-MiniLM-L6-v2), or a causal
+    LM adapted with LoRA ("smollm2" names the packaged SmolLM2); ``seed`` also seeds the sampler."""
     if base is None:
         return PolicyConfig(seed=seed, tiny=TinyModelConfig(seed=seed))
-    from distrl_core.policy.config import LoraSettings
+    from distrl_core.policy.config import EncoderSettings, LoraSettings
+    from distrl_core.policy.pretrained import is_encoder_folder, resolve_base
 
+    base = resolve_base(base)
+    if is_encoder_folder(base):
+        return PolicyConfig(base=base, encoder=EncoderSettings(), seed=seed)
     return PolicyConfig(base=base, lora=LoraSettings(), seed=seed)
 
 

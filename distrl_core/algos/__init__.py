@@ -12,8 +12,9 @@ Retrace / returns (`retrace`)
         -> RetraceTargets(v_targets, advantages, td_errors, rho_bar)
     discounted_returns(rewards, dones, mask, gamma, bootstrap_value=None) -> G (B, T)
 Losses (`losses`)
-    policy_loss(logp_pi, advantages, is_weights, entropy, mask, *, entropy_coef=0, invalid=None,
-                invalid_penalty=0, repeat=None, repeat_penalty=0)
+    ActorTerms(entropy=None, invalid=None, repeat=None, entropy_coef=0, invalid_penalty=0, repeat_penalty=0)
+        the entropy bonus and penalties every actor loss adds (its `terms` argument)
+    policy_loss(logp_pi, advantages, is_weights, mask, terms=None)
         -> PolicyLoss(loss, policy_gradient, entropy, penalty)
     critic_loss(values, targets, mask, is_weights=None) -> scalar
     trajectory_critic_loss(logits, success, weights=None) -> scalar
@@ -34,16 +35,14 @@ Critic-free group baseline (`group`, GiGPO-style, verl-agent 2025)
     group_normalize(x, group_ids, valid, *, use_std=True, eps=1e-6) -> ((N,), group sizes (N,))
     gigpo_advantages(rewards, dones, mask, episode_groups, step_groups, *, gamma, omega=1, use_std=True,
                      eps=1e-6) -> GroupAdvantages(advantages, episode, step, returns, singleton_step_fraction)
-    clipped_policy_loss(logp_pi, logp_mu, advantages, mask, *, clip_eps, entropy=None, entropy_coef=0,
-                        invalid=None, invalid_penalty=0, repeat=None, repeat_penalty=0)
+    clipped_policy_loss(logp_pi, logp_mu, advantages, mask, *, clip_eps, terms=None)
         -> ClippedLoss(loss, policy_gradient, entropy, penalty, clip_fraction)
 MobileRL-style data shaping (`mobilerl`, MobileRL/AdaGRPO 2025)
     positive_replay_multiplier(success, task_success_rate, *, strength) -> (B,)
     failure_curriculum_weights(attempts, successes, *, min_attempts, floor) -> (K,)
     shortest_path_rewards(rewards, mask, success, shortest, *, exponent=1) -> (B, T)
 Decoupled PPO (`decoupled`, AReaL 2025)
-    decoupled_ppo_loss(logp_pi, logp_prox, logp_mu, advantages, mask, *, clip_eps, weight_max, entropy=None,
-                       entropy_coef=0, invalid=None, invalid_penalty=0, repeat=None, repeat_penalty=0)
+    decoupled_ppo_loss(logp_pi, logp_prox, logp_mu, advantages, mask, *, clip_eps, weight_max, terms=None)
         -> DecoupledLoss(loss, policy_gradient, entropy, penalty, clip_fraction, behaviour_weight_mean,
                          truncated_fraction)
 Helpers (`masking`)
@@ -67,7 +66,7 @@ from distrl_core.algos.group import (
     gigpo_advantages,
     group_normalize,
 )
-from distrl_core.algos.losses import PolicyLoss, critic_loss, policy_loss, trajectory_critic_loss
+from distrl_core.algos.losses import ActorTerms, PolicyLoss, critic_loss, policy_loss, trajectory_critic_loss
 from distrl_core.algos.masking import masked_mean
 from distrl_core.algos.mobilerl import (
     failure_curriculum_weights,
@@ -79,6 +78,7 @@ from distrl_core.algos.ratios import importance_ratios, truncate_ratios
 from distrl_core.algos.retrace import RetraceTargets, discounted_returns, retrace_targets
 
 __all__ = [
+    "ActorTerms",
     "ClippedLoss",
     "DecoupledLoss",
     "GroupAdvantages",

@@ -8,9 +8,9 @@ between μ and π_prox is corrected by a truncated importance weight instead:
 
     w_t = min(π_prox(a_t|s_t) / μ(a_t|s_t), w̄)         (detached)
     r_t = π_θ(a_t|s_t) / π_prox(a_t|s_t)
-    L   = −mean_t w_t · min(r_t · A_t, clip(r_t, 1 − ε, 1 + ε) · A_t) − β · mean(H_t) + penalties
+    L   = −mean_t w_t · min(r_t · A_t, clip(r_t, 1 − ε, 1 + ε) · A_t) + the `ActorTerms`
 
-means over real steps; the penalties are those of `policy_loss`. With π_prox = μ (on-policy data)
+means over real steps (the entropy bonus and penalties of every actor loss, `algos.losses`). With π_prox = μ (on-policy data)
 w = 1 and L is PPO's clipped loss.
 """
 
@@ -21,7 +21,7 @@ from typing import NamedTuple
 import torch
 
 from distrl_core.algos.group import clipped_surrogate
-from distrl_core.algos.losses import check_loss_coefficients, entropy_and_penalty
+from distrl_core.algos.losses import ActorTerms, add_actor_terms
 from distrl_core.algos.masking import (
     as_step_mask,
     check_probability,
@@ -55,12 +55,7 @@ def decoupled_ppo_loss(
     *,
     clip_eps: float,
     weight_max: float,
-    entropy: torch.Tensor | None = None,  # (B, T) with gradient; None = no bonus
-    entropy_coef: float = 0.0,
-    invalid: torch.Tensor | None = None,  # (B, T)
-    invalid_penalty: float = 0.0,
-    repeat: torch.Tensor | None = None,  # (B, T)
-    repeat_penalty: float = 0.0,
+    terms: ActorTerms | None = None,  # entropy bonus and penalties; None = neither
     max_log_ratio: float = DEFAULT_MAX_LOG_RATIO,
 ) -> DecoupledLoss:
     """The module docstring's L; w̄ = ``weight_max``; log-ratios are clamped to ±``max_log_ratio``
@@ -69,7 +64,6 @@ def decoupled_ppo_loss(
     check_probability("clip_eps", clip_eps)
     if not weight_max > 0:
         raise ValueError(f"weight_max={weight_max} must be > 0 (the truncation of π_prox/μ)")
-    check_loss_coefficients(entropy_coef, invalid_penalty, repeat_penalty)
     real = as_step_mask(mask, shape)
     logp = zero_padding(logp_pi, real)
     prox = zero_padding(logp_prox.detach().to(logp.dtype), real)
@@ -80,15 +74,13 @@ def decoupled_ppo_loss(
     adv = zero_padding(advantages.detach().to(logp.dtype), real)
     surrogate, clipped_smaller = clipped_surrogate(ratio, adv, clip_eps)
     pg = -masked_mean(weight * surrogate, real)
-    mean_entropy, penalty = entropy_and_penalty(
-        logp_pi, logp, real, entropy, invalid, repeat, invalid_penalty, repeat_penalty
-    )
+    loss, mean_entropy, penalty = add_actor_terms(pg, logp_pi, logp, real, terms)
     dtype = logp.dtype
     return DecoupledLoss(
-        loss=pg - entropy_coef * mean_entropy + penalty,
+        loss=loss,
         policy_gradient=pg.detach(),
-        entropy=mean_entropy.detach(),
-        penalty=penalty.detach(),
+        entropy=mean_entropy,
+        penalty=penalty,
         clip_fraction=masked_mean(clipped_smaller.to(dtype), real),
         behaviour_weight_mean=masked_mean(weight, real),
         truncated_fraction=masked_mean((behaviour > weight_max).to(dtype), real),

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import torch
 
-from distrl_core.algos.losses import check_loss_coefficients, entropy_and_penalty
+from distrl_core.algos.losses import ActorTerms, add_actor_terms
 from distrl_core.algos.masking import (
     as_step_mask,
     check_non_negative,
@@ -49,7 +49,7 @@ class GroupAdvantages(NamedTuple):
 class ClippedLoss(NamedTuple):
     """`loss` is the scalar to back-propagate; the other fields are detached parts for logging."""
 
-    loss: torch.Tensor  # () policy_gradient − entropy_coef · entropy + penalty
+    loss: torch.Tensor  # () policy_gradient + the ActorTerms
     policy_gradient: torch.Tensor  # () −mean(min(r·A, clip(r)·A))
     entropy: torch.Tensor  # ()
     penalty: torch.Tensor  # ()
@@ -155,23 +155,17 @@ def clipped_policy_loss(
     mask: torch.Tensor,  # (B, T) 1 = real step
     *,
     clip_eps: float,
-    entropy: torch.Tensor | None = None,  # (B, T) with gradient; None = no bonus
-    entropy_coef: float = 0.0,
-    invalid: torch.Tensor | None = None,  # (B, T)
-    invalid_penalty: float = 0.0,
-    repeat: torch.Tensor | None = None,  # (B, T)
-    repeat_penalty: float = 0.0,
+    terms: ActorTerms | None = None,  # entropy bonus and penalties; None = neither
     max_log_ratio: float = DEFAULT_MAX_LOG_RATIO,
 ) -> ClippedLoss:
     """PPO's clipped surrogate with r_t = π/μ = exp(clamp(log π − log μ, ±max_log_ratio)):
 
-        loss = −mean_t min(r_t · A_t, clip(r_t, 1 − ε, 1 + ε) · A_t) − β · mean(H_t) + penalties
+        loss = −mean_t min(r_t · A_t, clip(r_t, 1 − ε, 1 + ε) · A_t) + the `ActorTerms`
 
-    means over real steps; the penalties are those of `policy_loss` (κ · mean(flag · log π)).
+    means over real steps.
     """
     shape = check_same_shape(logp_pi=logp_pi, logp_mu=logp_mu, advantages=advantages)
     check_probability("clip_eps", clip_eps)
-    check_loss_coefficients(entropy_coef, invalid_penalty, repeat_penalty)
     real = as_step_mask(mask, shape)
     logp = zero_padding(logp_pi, real)
     log_ratio = (logp - zero_padding(logp_mu.detach().to(logp.dtype), real)).clamp(
@@ -181,9 +175,6 @@ def clipped_policy_loss(
     adv = zero_padding(advantages.detach().to(logp.dtype), real)
     surrogate, clipped_smaller = clipped_surrogate(ratio, adv, clip_eps)
     pg = -masked_mean(surrogate, real)
-    mean_entropy, penalty = entropy_and_penalty(
-        logp_pi, logp, real, entropy, invalid, repeat, invalid_penalty, repeat_penalty
-    )
+    loss, mean_entropy, penalty = add_actor_terms(pg, logp_pi, logp, real, terms)
     clip_fraction = masked_mean(clipped_smaller.to(logp.dtype), real)
-    loss = pg - entropy_coef * mean_entropy + penalty
-    return ClippedLoss(loss, pg.detach(), mean_entropy.detach(), penalty.detach(), clip_fraction)
+    return ClippedLoss(loss, pg.detach(), mean_entropy, penalty, clip_fraction)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
@@ -13,7 +14,7 @@ from distrl_core.algos.masking import as_step_mask, check_non_negative, masked_m
 class PolicyLoss(NamedTuple):
     """`loss` is the scalar to back-propagate; the other fields are detached parts for logging."""
 
-    loss: torch.Tensor  # () policy_gradient − entropy_coef · entropy + penalty
+    loss: torch.Tensor  # () policy_gradient + the ActorTerms
     policy_gradient: torch.Tensor  # () −mean(w_i · A_t · log π_t)
     entropy: torch.Tensor  # () mean entropy over real steps (before the coefficient)
     penalty: (
@@ -44,66 +45,73 @@ def flag_mean(flags: torch.Tensor | None, logp: torch.Tensor, real: torch.Tensor
     return torch.where(flagged, logp, zero).sum() / real.sum().clamp(min=1).to(logp.dtype)
 
 
-def check_loss_coefficients(entropy_coef: float, invalid_penalty: float, repeat_penalty: float) -> None:
-    """The entropy bonus's and the penalties' weights, shared by every policy loss, are >= 0."""
-    for name, coef in (
-        ("entropy_coef", entropy_coef),
-        ("invalid_penalty", invalid_penalty),
-        ("repeat_penalty", repeat_penalty),
-    ):
-        check_non_negative(name, coef)
+@dataclass(frozen=True)
+class ActorTerms:
+    """What every actor loss (`policy_loss`, `clipped_policy_loss`, `decoupled_ppo_loss`) adds to its
+    policy gradient, the one place their arguments live:
+
+        − entropy_coef · mean(H_t) + invalid_penalty · mean(invalid_t · log π_t)
+                                   + repeat_penalty · mean(repeat_t · log π_t)
+
+    means over real steps. The penalties act like a fixed extra advantage of −κ on flagged steps:
+    minimising κ · log π lowers the probability of invalid and repeated actions. They are not
+    IS-weighted (a bad action is bad whichever replay priority brought it in). The coefficients
+    must be >= 0."""
+
+    entropy: torch.Tensor | None = None  # (B, T) entropy of π at each step, with gradient; None = no bonus
+    invalid: torch.Tensor | None = None  # (B, T) 1 where the action failed to parse / was invalid
+    repeat: torch.Tensor | None = None  # (B, T) 1 where the action repeated the previous one
+    entropy_coef: float = 0.0
+    invalid_penalty: float = 0.0
+    repeat_penalty: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("entropy_coef", "invalid_penalty", "repeat_penalty"):
+            check_non_negative(name, getattr(self, name))
 
 
-def entropy_and_penalty(
+def add_actor_terms(
+    policy_gradient: torch.Tensor,  # () the loss's own term
     logp_pi: torch.Tensor,  # (B, T) the policy's log-probs, for the shapes
     logp: torch.Tensor,  # (B, T) the same with the padding zeroed
     real: torch.Tensor,  # (B, T) bool
-    entropy: torch.Tensor | None,  # (B, T) or None
-    invalid: torch.Tensor | None,
-    repeat: torch.Tensor | None,
-    invalid_penalty: float,
-    repeat_penalty: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(mean entropy over real steps, invalid/repeat penalty): the regularisers every actor loss adds."""
-    if entropy is None:
+    terms: ActorTerms | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(loss, mean entropy over real steps, penalty): `policy_gradient` plus `terms`; the entropy
+    and the penalty detached, for the metrics."""
+    terms = terms or ActorTerms()
+    if terms.entropy is None:
         mean_entropy = logp_pi.new_zeros(())
     else:
-        if entropy.shape != logp_pi.shape:
-            raise ValueError(f"entropy has shape {tuple(entropy.shape)}; expected {tuple(logp_pi.shape)}")
-        mean_entropy = masked_mean(entropy, real)
-    penalty = invalid_penalty * flag_mean(invalid, logp, real) + repeat_penalty * flag_mean(
-        repeat, logp, real
+        if terms.entropy.shape != logp_pi.shape:
+            raise ValueError(
+                f"entropy has shape {tuple(terms.entropy.shape)}; expected {tuple(logp_pi.shape)}"
+            )
+        mean_entropy = masked_mean(terms.entropy, real)
+    penalty = terms.invalid_penalty * flag_mean(terms.invalid, logp, real) + terms.repeat_penalty * flag_mean(
+        terms.repeat, logp, real
     )
-    return mean_entropy, penalty
+    loss = policy_gradient - terms.entropy_coef * mean_entropy + penalty
+    return loss, mean_entropy.detach(), penalty.detach()
 
 
 def policy_loss(
     logp_pi: torch.Tensor,  # (B, T) log π(a_t|s_t) of the stored action, with gradient
     advantages: torch.Tensor,  # (B, T) A_t (detached here whatever the caller passes)
     is_weights: torch.Tensor | None,  # (B,) prioritized-replay IS weights w_i; None = 1
-    entropy: torch.Tensor | None,  # (B, T) entropy of π at each step, with gradient; None = no bonus
     mask: torch.Tensor,  # (B, T) 1 = real step
-    *,
-    entropy_coef: float = 0.0,
-    invalid: torch.Tensor | None = None,  # (B, T) 1 where the action failed to parse / was invalid
-    invalid_penalty: float = 0.0,
-    repeat: torch.Tensor | None = None,  # (B, T) 1 where the action repeated the previous one
-    repeat_penalty: float = 0.0,
+    terms: ActorTerms | None = None,  # entropy bonus and penalties; None = neither
 ) -> PolicyLoss:
-    """loss = −mean(w_i · A_t · log π_t) − β · mean(H_t)
-               + κ_inv · mean(invalid_t · log π_t) + κ_rep · mean(repeat_t · log π_t)
+    """loss = −mean(w_i · A_t · log π_t) + the `ActorTerms`
 
     Every mean is over the batch's real steps (so padded steps and short rows carry no weight). The
-    penalty terms act like a fixed extra advantage of −κ on flagged steps: minimising κ · log π lowers the
-    probability of invalid and repeated actions, moving mass to the other actions. They are not IS-weighted
-    (a bad action is bad whichever replay priority brought it in). The same penalties may also be in the
-    reward; these terms push directly, without waiting for the critic to learn them.
+    same penalties may also be in the reward; the terms push directly, without waiting for the
+    critic to learn them.
     """
     if logp_pi.shape != advantages.shape:
         raise ValueError(
             f"logp_pi {tuple(logp_pi.shape)} and advantages {tuple(advantages.shape)} must match"
         )
-    check_loss_coefficients(entropy_coef, invalid_penalty, repeat_penalty)
     real = as_step_mask(mask, logp_pi.shape)
     # Zero the padding before multiplying: a NaN there times a zero gradient would still be NaN.
     logp = zero_padding(logp_pi, real)
@@ -111,11 +119,8 @@ def policy_loss(
         advantages.detach().to(logp.dtype), real
     )
     pg = -masked_mean(weighted_advantage * logp, real)
-    mean_entropy, penalty = entropy_and_penalty(
-        logp_pi, logp, real, entropy, invalid, repeat, invalid_penalty, repeat_penalty
-    )
-    loss = pg - entropy_coef * mean_entropy + penalty
-    return PolicyLoss(loss, pg.detach(), mean_entropy.detach(), penalty.detach())
+    loss, mean_entropy, penalty = add_actor_terms(pg, logp_pi, logp, real, terms)
+    return PolicyLoss(loss, pg.detach(), mean_entropy, penalty)
 
 
 def critic_loss(

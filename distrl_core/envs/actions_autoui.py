@@ -33,9 +33,9 @@ import math
 import re
 from collections.abc import Callable
 
+from distrl_core.envs.action_rules import MAX_TEXT_CHARS
 from distrl_core.envs.actions import (
     COORD_DECIMALS,
-    MAX_TEXT_CHARS,
     Action,
     ActionKind,
     has_lone_surrogate,
@@ -45,7 +45,7 @@ from distrl_core.envs.actions import (
 __all__ = ["AUTOUI_TAP_DISTANCE", "format_autoui_action", "is_tap", "parse_autoui_action"]
 
 AUTOUI_TAP_DISTANCE = 0.04
-_GRID = 10**COORD_DECIMALS
+_GRID: int = 10**COORD_DECIMALS
 _TAP_DISTANCE_UNITS = round(AUTOUI_TAP_DISTANCE * _GRID)  # 400 grid units
 
 # Neither pattern has nested or overlapping quantifiers: each whitespace run is crossed once.
@@ -140,7 +140,7 @@ def is_tap(touch_yx: tuple[float, float], lift_yx: tuple[float, float]) -> bool:
     """
     dy = _grid(touch_yx[0]) - _grid(lift_yx[0])
     dx = _grid(touch_yx[1]) - _grid(lift_yx[1])
-    return dy * dy + dx * dx <= _TAP_DISTANCE_UNITS * _TAP_DISTANCE_UNITS
+    return bool(dy * dy + dx * dx <= _TAP_DISTANCE_UNITS * _TAP_DISTANCE_UNITS)
 
 
 def _dual_point(fields: dict[str, str], raw: str) -> Action:

@@ -111,7 +111,7 @@ def _flag(node: ET.Element, name: str) -> bool:
     return node.get(name, "false") == "true"
 
 
-def _extract_hierarchy(xml: str) -> str:
+def extract_hierarchy(xml: str) -> str:
     """The <hierarchy> document alone: `uiautomator dump /dev/tty` appends a status line, and some
     devices print warnings before the XML declaration."""
     start = xml.find("<hierarchy")
@@ -141,9 +141,14 @@ def parse_ui_xml(xml: str, *, keep_all: bool = False) -> list[UIElement]:
     ``keep_all``. Raises ValueError when ``xml`` holds no parseable hierarchy.
     """
     try:
-        root = ET.fromstring(_extract_hierarchy(xml))
+        root = ET.fromstring(extract_hierarchy(xml))
     except ET.ParseError as exc:
         raise ValueError(f"UI dump is not well-formed XML: {exc}") from exc
+    return elements_of(root, keep_all=keep_all)
+
+
+def elements_of(root: ET.Element, *, keep_all: bool = False) -> list[UIElement]:
+    """`parse_ui_xml`'s elements from an already parsed hierarchy (see `distrl_core.envs.adb.dump`)."""
     elements: list[UIElement] = []
     for node in root.iter("node"):
         bounds = parse_bounds(node.get("bounds", ""))

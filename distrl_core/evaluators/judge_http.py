@@ -4,15 +4,24 @@ Screenshots travel as base64 ``data:image/png`` URLs in ``image_url`` content pa
 and overload (408, any 5xx, timeouts, refused connections) are retried with capped exponential
 backoff and jitter, never waiting less than the server's ``Retry-After``. The API key is sent only in the
 ``Authorization`` header: it is kept out of reprs, log records and exception messages.
+
+Each attempt is bounded as a whole, not per read: ``timeout_s`` runs from sending the request to the
+last byte of the answer (a server sending one byte every 1.5 s held a 3 s per-read timeout for 88 s),
+the body may hold at most ``max_response_bytes`` (a 400 MB body became a 400-million-character
+verdict), and JSON nested beyond what the parser allows is a bad response, not a RecursionError.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import email.utils
+import json
 import logging
 import os
 import random
+import socket
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -49,7 +58,11 @@ class HttpJudgeConfig:
     api_key: bearer token; None sends no Authorization header (fine for a local vLLM without auth).
         Env: ``DISTRL_JUDGE_API_KEY``, else ``OPENAI_API_KEY``. Never printed: repr shows ``**********``.
     send_images: attach screenshots; set False for a text-only model (it then reads the compact UI text).
-    timeout_s: read/write timeout of one request in seconds.
+    timeout_s: the most one attempt may take, from sending the request to the answer's last byte
+        (the connection's setup included); a server still sending then is cut off, and the attempt
+        counts as timed out. A judgement takes at most (max_retries + 1) x timeout_s plus the backoffs.
+    max_response_bytes: the largest answer body read; a larger one is a bad response (a chat
+        completion of max_tokens tokens is a few kilobytes).
     connect_timeout_s: connection timeout of one request in seconds.
     max_retries: retries after the first attempt on 429/5xx, timeouts and connection errors.
     backoff_base_s: first backoff delay; doubles each retry (with jitter), never below Retry-After.
@@ -65,6 +78,7 @@ class HttpJudgeConfig:
     api_key: SecretStr | None = field(default=None, repr=False)
     send_images: bool = True
     timeout_s: float = 60.0
+    max_response_bytes: int = 1024 * 1024
     connect_timeout_s: float = 10.0
     max_retries: int = 5
     backoff_base_s: float = 1.0
@@ -102,6 +116,10 @@ class HttpJudgeConfig:
     def _check_limits(self) -> None:
         if self.timeout_s <= 0 or self.connect_timeout_s <= 0:
             raise ValueError("HttpJudgeConfig timeouts must be > 0 seconds.")
+        if self.max_response_bytes < 1024:
+            raise ValueError(
+                f"HttpJudgeConfig.max_response_bytes must be >= 1024 (got {self.max_response_bytes})."
+            )
         if self.max_retries < 0:
             raise ValueError(f"HttpJudgeConfig.max_retries must be >= 0 (got {self.max_retries}).")
         if self.backoff_base_s < 0 or self.backoff_cap_s < self.backoff_base_s:
@@ -197,7 +215,11 @@ class HttpJudgeBackend:
         self.config = config
         self._sleep = sleep
         self._rng = rng or random.Random(config.jitter_seed)
-        self._client = httpx.Client(timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s))
+        # No kept-alive connections: each attempt opens its own, so that the deadline can cut its socket.
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s),
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
 
     @property
     def name(self) -> str:
@@ -243,28 +265,22 @@ class HttpJudgeBackend:
         for attempt in range(attempts):
             retry_after: float | None = None
             try:
-                response = self._client.post(endpoint, json=body, headers=headers)
+                code, response_headers, raw = self._exchange(endpoint, body, headers)
+            except _DeadlinePassed:
+                problem = f"timed out (no complete answer within timeout_s={self.config.timeout_s:g} s)"
             except httpx.TimeoutException as exc:
                 problem = f"timed out ({type(exc).__name__})"
             except httpx.TransportError as exc:
                 problem = f"connection failed ({type(exc).__name__})"
             else:
-                code = response.status_code
+                text = raw.decode("utf-8", errors="replace")
                 if is_retryable_status(code):
-                    retry_after = parse_retry_after(response.headers.get("Retry-After"))
+                    retry_after = parse_retry_after(response_headers.get("Retry-After"))
                     problem = f"HTTP {code}"
                 elif code >= 400:
-                    snippet = self._scrub(response.text[:300])
-                    raise JudgeRequestRejected(f"HTTP {code} from {endpoint}: {snippet}")
+                    raise JudgeRequestRejected(f"HTTP {code} from {endpoint}: {self._scrub(text[:300])}")
                 else:
-                    try:
-                        payload = response.json()
-                    except ValueError:
-                        raise JudgeBadResponse(
-                            f"HTTP {code} from {endpoint} with a body that is not JSON: "
-                            f"{self._scrub(response.text[:120])!r}"
-                        ) from None
-                    return extract_message_text(payload)
+                    return extract_message_text(self._json(raw, code, endpoint))
             if attempt + 1 < attempts:
                 delay = self.backoff_delay(attempt, retry_after)
                 log.info(
@@ -277,3 +293,71 @@ class HttpJudgeBackend:
                 )
                 self._sleep(delay)
         raise JudgeUnavailable(f"{problem} from {endpoint}, gave up after {attempts} attempts")
+
+    def _exchange(
+        self, endpoint: str, body: Any, headers: dict[str, str]
+    ) -> tuple[int, httpx.Headers, bytes]:
+        """One attempt within `timeout_s` from start to end: status, headers and at most
+        `max_response_bytes` of body. httpx's timeouts are per read, so a timer shuts the
+        connection's socket down at the deadline (a blocked read then returns at once)."""
+        sockets: list[socket.socket] = []
+
+        def trace(event: str, info: dict[str, Any]) -> None:
+            if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+                stream = info.get("return_value")
+                sock = stream.get_extra_info("socket") if stream is not None else None
+                if sock is not None:
+                    sockets.append(sock)
+
+        passed = threading.Event()
+
+        def cut() -> None:
+            passed.set()
+            for sock in sockets:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+        timer = threading.Timer(self.config.timeout_s, cut)
+        timer.daemon = True
+        timer.start()
+        try:
+            with self._client.stream(
+                "POST", endpoint, json=body, headers=headers, extensions={"trace": trace}
+            ) as response:
+                return response.status_code, response.headers, self._read_capped(response, endpoint)
+        except httpx.HTTPError:
+            if passed.is_set():
+                raise _DeadlinePassed from None
+            raise
+        finally:
+            timer.cancel()
+
+    def _read_capped(self, response: httpx.Response, endpoint: str) -> bytes:
+        cap = self.config.max_response_bytes
+        declared = response.headers.get("Content-Length", "")
+        too_large = f"answer from {endpoint} is larger than max_response_bytes={cap}"
+        if declared.isdigit() and int(declared) > cap:
+            raise JudgeBadResponse(f"{too_large} (Content-Length {declared}); raise the limit if it is real")
+        data = bytearray()
+        for chunk in response.iter_bytes():
+            data += chunk
+            if len(data) > cap:
+                raise JudgeBadResponse(f"{too_large}; raise the limit if it is real")
+        return bytes(data)
+
+    def _json(self, raw: bytes, code: int, endpoint: str) -> Any:
+        try:
+            return json.loads(raw)
+        except RecursionError:  # C's parser checks its depth: nothing is left half-done
+            raise JudgeBadResponse(
+                f"HTTP {code} from {endpoint} with JSON nested deeper than the parser allows"
+            ) from None
+        except ValueError:
+            raise JudgeBadResponse(
+                f"HTTP {code} from {endpoint} with a body that is not JSON: "
+                f"{self._scrub(raw[:120].decode('utf-8', errors='replace'))!r}"
+            ) from None
+
+
+class _DeadlinePassed(Exception):
+    """An attempt's `timeout_s` ran out and its connection was cut."""

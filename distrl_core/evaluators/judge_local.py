@@ -98,7 +98,7 @@ class LocalJudgeBackend:
         if is_vlm:
             from transformers import AutoModelForImageTextToText, AutoProcessor
 
-            self._processor: Any = AutoProcessor.from_pretrained(path, local_files_only=True)
+            self._processor: Any = AutoProcessor.from_pretrained(path, local_files_only=True)  # type: ignore[no-untyped-call]
             self._tokenizer: Any = self._processor.tokenizer
             self._model: Any = AutoModelForImageTextToText.from_pretrained(
                 path, local_files_only=True, dtype=dtype
@@ -136,7 +136,9 @@ class LocalJudgeBackend:
                 {"role": "system", "content": prompt.system},
                 {"role": "user", "content": user_content},
             ]
-            return template_owner.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            return str(
+                template_owner.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            )
         return f"{prompt.system}\n\n{prompt.user_text}\n"
 
     def _encode(self, text: str, prompt: JudgePrompt) -> dict[str, Any]:
@@ -174,7 +176,7 @@ class LocalJudgeBackend:
                 pad_token_id=pad_id if pad_id is not None else 0,
             )
         new_tokens = output[0, prompt_length:]
-        answer = tokenizer.decode(new_tokens, skip_special_tokens=True)
+        answer = str(tokenizer.decode(new_tokens, skip_special_tokens=True))
         self.last_call = LocalJudgeCall(
             text, prompt_length, int(new_tokens.shape[0]), answer, len(prompt.images)
         )

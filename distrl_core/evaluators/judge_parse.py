@@ -34,7 +34,11 @@ FAILURE_WORDS = frozenset(
 )
 
 # A "Status: <word>" line. Markdown emphasis around the key or value is common in chat models' output.
-_STATUS_LINE = re.compile(r"^[\s>*_`#-]*(?:final\s+)?(?:status|verdict|answer)[\s*_`]*[:=]\s*(.*?)\s*$", re.I)
+# The value is taken whole and stripped in Python: a lazy `(.*?)\s*$` was quadratic on a long line.
+_STATUS_LINE = re.compile(r"^[\s>*_`#-]*(?:final\s+)?(?:status|verdict|answer)[\s*_`]*[:=](.*)$", re.I)
+# An answer is a few hundred characters (the judge asks for max_tokens); a longer one is not read:
+# it cannot be a clear verdict, and scanning it would cost time on every status line.
+MAX_ANSWER_CHARS = 20_000
 _JSON_OBJECT = re.compile(r"\{[^{}]*\}")
 _DECORATION = " \t*_`'\".,;!()[]"
 
@@ -83,7 +87,7 @@ def _status_line_verdicts(text: str) -> list[Verdict | None]:
     for line in text.splitlines():
         match = _STATUS_LINE.match(line)
         if match:
-            found.append(_word_verdict(match.group(1)))
+            found.append(_word_verdict(match.group(1).strip()))
     return found
 
 
@@ -91,6 +95,8 @@ def parse_judge_answer(text: str) -> ParsedAnswer:
     """Reads a verdict from a judge's answer; ambiguous, conflicting or unmarked answers are UNKNOWN."""
     if not text or not text.strip():
         return ParsedAnswer(Verdict.UNKNOWN, "empty answer")
+    if len(text) > MAX_ANSWER_CHARS:
+        return ParsedAnswer(Verdict.UNKNOWN, f"answer longer than MAX_ANSWER_CHARS={MAX_ANSWER_CHARS}")
     markers = _json_verdicts(text) + _status_line_verdicts(text)
     if not markers:
         bare = _word_verdict(text)

@@ -41,7 +41,7 @@ def _columns(rows: Any) -> dict[str, list[Any]]:
     """Column lists from a pyarrow table (duck-typed: ``to_pydict``) or a sequence of dicts."""
     if hasattr(rows, "to_pydict"):
         names = [c for c in (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS) if c in rows.column_names]
-        data = rows.select(names).to_pydict()
+        data: dict[str, list[Any]] = rows.select(names).to_pydict()
     else:
         rows = list(rows)
         keys = set(rows[0]) if rows else set(REQUIRED_COLUMNS)

@@ -16,20 +16,27 @@ import math
 from dataclasses import Field, asdict, dataclass, fields
 from typing import Any, Literal, get_args
 
-__all__ = ["ALGORITHMS", "Algorithm", "LearnerConfig", "learner_config"]
+__all__ = ["ALGORITHMS", "DEFAULT_MICRO_BATCH_SIZE", "Algorithm", "LearnerConfig", "learner_config"]
 
 Algorithm = Literal["aride", "digirl", "filtered_bc", "gigpo", "decoupled_ppo"]
 """The training methods the learner implements (the one list of them)."""
-ALGORITHMS: tuple[str, ...] = get_args(Algorithm)
+ALGORITHMS: tuple[Algorithm, ...] = get_args(Algorithm)
 ProximalPolicy = Literal["update_start", "average"]
 """Where decoupled PPO's proximal policy comes from (``LearnerConfig.proximal_policy``)."""
 PROXIMAL_POLICIES: tuple[str, ...] = get_args(ProximalPolicy)
+DEFAULT_MICRO_BATCH_SIZE = 16
+"""Trajectories per forward/backward when ``micro_batch_size`` is None and the policy sets none."""
 
 
 @dataclass
 class LearnerConfig:
     """Hyper-parameters of ``Learner.update``; validated on construction (one ``ValueError``
-    naming every bad field)."""
+    naming every bad field).
+
+    The fields between "Retrace" and "decoupled PPO" below are read by the algorithms' losses, each
+    loss its own slice of them (``distrl_core/learner/losses/``: ``ARideConfig``, ``GiGPOConfig``,
+    ...); a field set away from its default for an algorithm whose loss does not read it is an
+    error naming the algorithms that do. The others are the learner's, whatever the algorithm."""
 
     algorithm: Algorithm = "aride"
     """"aride": Retrace actor-critic with DPER priorities; "digirl": doubly-robust advantages,
@@ -55,8 +62,10 @@ class LearnerConfig:
     """AdamW learning rate of the critics (value head, trajectory critic). DistRL 1e-4, DigiRL 1e-4."""
     weight_decay: float = 0.0
     """AdamW weight decay of both optimisers."""
-    micro_batch_size: int = 16
-    """Trajectories per forward/backward; a larger batch is accumulated over micro-batches."""
+    micro_batch_size: int | None = None
+    """Trajectories per forward/backward; a larger batch is accumulated over micro-batches. None:
+    the policy's default (``PRETRAINED.micro_batch_size`` on a pretrained base,
+    ``DEFAULT_MICRO_BATCH_SIZE`` = 16 on the tiny model); a value set here is used as it is."""
     actor_grad_clip: float = 1.0
     """Max global gradient norm of the actor (0 = no clip). DistRL max_grad_norm 0.01, DigiRL 0.01."""
     critic_grad_clip: float = 1.0
@@ -120,7 +129,7 @@ class LearnerConfig:
     group_use_std: bool = True
     """Divide by the group's std when normalising returns within a group (False: subtract the group
     mean only). Groups are the batch's episodes of one task collected by one policy version
-    (``objectives.group_ids``), so feed whole groups of whole episodes (``LoopConfig.group_size``).
+    (``losses.gigpo.group_ids``), so feed whole groups of whole episodes (``LoopConfig.group_size``).
     No critic is used: ``critic_warmup_updates`` does not apply, the value heads are not trained,
     and priorities are uniform, as for the other baselines."""
     group_step_weight: float = 1.0
@@ -196,6 +205,7 @@ class LearnerConfig:
                 *_interval_problems(self),
                 *_sign_problems(self),
                 *_count_problems(self),
+                *_foreign_field_problems(self),
             ]
         if problems:
             raise ValueError("LearnerConfig: " + "; ".join(problems))
@@ -237,7 +247,7 @@ def _of_kind(f: Field[Any], value: Any) -> tuple[bool, str]:
         number = isinstance(value, int | float) and not isinstance(value, bool)
         return number and math.isfinite(value), "a finite number"
     integer = isinstance(value, int) and not isinstance(value, bool)
-    if f.name == "max_policy_lag":
+    if f.name in ("max_policy_lag", "micro_batch_size"):
         return value is None or integer, "an integer or null"
     if f.name == "phrasing_dropout":
         number = isinstance(value, int | float) and not isinstance(value, bool)
@@ -289,8 +299,15 @@ def _sign_problems(config: LearnerConfig) -> list[str]:
 def _count_problems(config: LearnerConfig) -> list[str]:
     """Sizes and numbers of updates."""
     problems = []
-    if config.micro_batch_size < 1 or config.beta_anneal_updates < 0 or config.critic_warmup_updates < 0:
-        problems.append("micro_batch_size must be >= 1; beta_anneal_updates and critic_warmup_updates >= 0")
+    micro = config.micro_batch_size
+    if (
+        (micro is not None and micro < 1)
+        or config.beta_anneal_updates < 0
+        or config.critic_warmup_updates < 0
+    ):
+        problems.append(
+            "micro_batch_size must be None or >= 1; beta_anneal_updates and critic_warmup_updates >= 0"
+        )
     if config.failure_curriculum_attempts < 0 or config.failure_curriculum_reset_updates < 0:
         problems.append(
             "failure_curriculum_attempts and failure_curriculum_reset_updates must be >= 0 (0 = off)"
@@ -298,6 +315,21 @@ def _count_problems(config: LearnerConfig) -> list[str]:
     if config.max_policy_lag is not None and config.max_policy_lag < 0:
         problems.append(f"max_policy_lag must be None or >= 0, got {config.max_policy_lag}")
     return problems
+
+
+def _foreign_field_problems(config: LearnerConfig) -> list[str]:
+    """Fields set away from their default for an algorithm whose loss does not read them (they
+    would do nothing), each naming the algorithms that read it."""
+    # Imported here: the losses import this module (for `Algorithm`).
+    from distrl_core.learner.losses import field_readers
+
+    defaults = LearnerConfig.__dataclass_fields__
+    return [
+        f"{name}={value!r} is read only by {' and '.join(readers)}, not by algorithm "
+        f"{config.algorithm!r}: leave it at its default ({defaults[name].default!r}) or set algorithm"
+        for name, readers in field_readers().items()
+        if config.algorithm not in readers and (value := getattr(config, name)) != defaults[name].default
+    ]
 
 
 def learner_config(algorithm: Algorithm, seed: int, overrides: dict[str, Any]) -> LearnerConfig:

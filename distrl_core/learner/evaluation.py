@@ -16,10 +16,11 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from distrl_core.envs.sim_env import SimDroidEnvConfig
 from distrl_core.envs.simdroid.tasks import Task
-from distrl_core.rollout import RolloutConfig, run_episodes
+from distrl_core.rollout import ActFn, Actor, RolloutConfig, run_episodes
 
 __all__ = [
     "HELDOUT_SEED",
@@ -78,7 +79,7 @@ class SuccessEstimate:
     def ci_high(self) -> float:
         return self.interval[1]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "success": self.success,
             "ci_low": self.ci_low,
@@ -124,7 +125,7 @@ def estimate_from_outcomes(
 
 
 def estimate_success(
-    policy,
+    policy: Actor | ActFn,
     tasks: Sequence[Task],
     env: SimDroidEnvConfig | None = None,
     *,

@@ -3,7 +3,7 @@
 A group is ``group_size`` episodes of one task played by one policy version under one environment
 seed, so they start alike and meet the same distractor pop-ups; their outcomes differ only by the
 policy's sampled actions. The learner finds the groups again in its batch by (task id, policy
-version) (``objectives.group_ids``), so a batch must hold whole groups: ``sample_groups`` draws them
+version) (``losses.gigpo.group_ids``), so a batch must hold whole groups: ``sample_groups`` draws them
 uniformly (no priorities), as GiGPO trains on whole groups.
 """
 

@@ -1,4 +1,12 @@
-"""The learner: ``update(batch) -> (metrics, new priorities)`` for A-RIDE and the baselines."""
+"""The learner: ``update(batch) -> (metrics, new priorities)`` for every algorithm.
+
+An update, in reading order: ``_prepared`` (checks, device, MobileRL-style rewards), ``_fresh_rows``
+(the steps the losses use), the loss's whole-batch inputs (``losses``), ``_accumulate_gradients``
+over ``_micro_batches`` (each through ``MicroBatchLoss``: the policy's forward and the algorithm's
+loss), ``_optimiser_step`` and the metrics. What an algorithm computes is its loss's
+(``distrl_core/learner/losses/``); the learner does the drawing into micro-batches, DDP, the
+optimisers and the metrics.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +22,10 @@ from torch import nn
 from distrl_core.algos.priorities import linear_schedule
 from distrl_core.learner.averaging import WeightAverage
 from distrl_core.learner.batch import StepBatch
-from distrl_core.learner.config import LearnerConfig
-from distrl_core.learner.micro_batch import MicroBatchLoss, MicroBatchPart
-from distrl_core.learner.objectives import algorithm_spec, group_advantages
+from distrl_core.learner.config import DEFAULT_MICRO_BATCH_SIZE, LearnerConfig
+from distrl_core.learner.losses import make_loss
+from distrl_core.learner.losses.base import BatchInputs
+from distrl_core.learner.micro_batch import MicroBatch, MicroBatchLoss, MicroBatchPart, autocast
 from distrl_core.learner.task_stats import TaskStats, options_active
 from distrl_core.policy.defaults import training_defaults
 from distrl_core.policy.model import Policy
@@ -43,9 +52,10 @@ class Learner:
     it publishes); the batch's policy lag is measured against it. Separate AdamW optimisers (and
     learning rates) for the actor and the critics. On a pretrained base (``policy.config.base``)
     the actor's optimiser has two groups, the adapter at ``backbone_lr`` (default from
-    policy.defaults: 1e-4) and the heads at ``actor_lr``, and a micro-batch holds at most
-    ``PRETRAINED.micro_batch_size`` trajectories unless ``micro_batch_size`` was set explicitly;
-    the tiny default keeps one group and ``config.micro_batch_size``.
+    policy.defaults: 1e-4) and the heads at ``actor_lr``, and a micro-batch holds
+    ``PRETRAINED.micro_batch_size`` trajectories when ``config.micro_batch_size`` is None; the tiny
+    default keeps one group and micro-batches of ``DEFAULT_MICRO_BATCH_SIZE``. An explicit
+    ``config.micro_batch_size`` is honoured on either.
     """
 
     def __init__(
@@ -70,7 +80,8 @@ class Learner:
         self.critic_optimizer = torch.optim.AdamW(
             policy.critic_parameters(), lr=cfg.critic_lr, weight_decay=cfg.weight_decay
         )
-        self.loss = MicroBatchLoss(policy)
+        self.loss = make_loss(self.config)  # the algorithm's objective, with its slice of the config
+        self.forward = MicroBatchLoss(policy)  # the policy's forward and that loss on a micro-batch
         self.parallel: DataParallel | None = None  # set to train on several processes
         self.average = (
             WeightAverage(policy.actor_parameters() + policy.critic_parameters(), cfg.weight_average_decay)
@@ -90,12 +101,11 @@ class Learner:
         return self.policy.actor_parameter_groups(self.config.actor_lr, backbone_lr)
 
     def _micro_batch_size(self) -> int:
-        """The configured micro-batch, capped for a pretrained base when left at its default
-        (LearnerConfig's 16 trajectories in one graph do not fit in memory with a real LM)."""
-        cap = training_defaults(self.policy.config).micro_batch_size
-        if cap is None or self.config.micro_batch_size != LearnerConfig.micro_batch_size:
+        """The configured micro-batch; when None, the policy's default (16 trajectories in one
+        graph do not fit in memory with a real LM)."""
+        if self.config.micro_batch_size is not None:
             return self.config.micro_batch_size
-        return min(cap, self.config.micro_batch_size)
+        return training_defaults(self.policy.config).micro_batch_size or DEFAULT_MICRO_BATCH_SIZE
 
     @property
     def device(self) -> torch.device:
@@ -124,14 +134,14 @@ class Learner:
             mask &= ~stale_rows[:, None]
         return mask
 
-    def _proximal_logp(self, batch: StepBatch, autocast) -> torch.Tensor | None:
-        """(B, T) log π_prox of the batch's actions for decoupled PPO: None for "update_start" (the
-        objective reads it off this update's own forward pass), the published average's otherwise.
-        Evaluated without word dropout: π_prox is the policy as collectors and evaluations run it."""
-        if self.config.proximal_policy == "update_start" or self.average is None:
+    def _proximal_logp(self, sub: StepBatch) -> torch.Tensor | None:
+        """(b, t) log π of the rows' actions under the published average (None when the learner
+        keeps none): decoupled PPO's "average" π_prox. Evaluated without word dropout: π_prox is the
+        policy as collectors and evaluations run it."""
+        if self.average is None:
             return None
-        with torch.no_grad(), autocast, self.averaged() as policy:
-            return policy.evaluate(batch).logp.detach()
+        with torch.no_grad(), autocast(self.device, self.config), self.averaged() as policy:
+            return policy.evaluate(sub).logp.detach()
 
     def _reweigh(self, batch: StepBatch, priorities: torch.Tensor, sums: dict[str, float]) -> torch.Tensor:
         """The priorities times the MobileRL-style multipliers; the failure curriculum's periodic
@@ -153,95 +163,114 @@ class Learner:
             metrics, priorities = learner.update(StepBatch.from_rows(rows, is_weights))
         """
         started = time.perf_counter()
-        cfg, policy = self.config, self.policy
-        if policy.config.history > 0 and not batch.history_complete:
+        batch = self._prepared(batch)
+        mask = self._fresh_rows(batch)
+        # Without a critic there is nothing to warm up.
+        train_actor = self.updates >= self.config.critic_warmup_updates or not self.loss.traits.uses_critic
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        # Before the split: what spans the batch (gigpo's groups) spans the micro-batches.
+        inputs = self.loss.batch_inputs(batch, mask, self._proximal_logp)
+        sums, priorities = self._accumulate_gradients(batch, mask, inputs, train_actor)
+        grad_norms = self._optimiser_step(train_actor)
+        if options_active(self.config):
+            priorities = self._reweigh(batch, priorities, sums)
+        metrics = {
+            **sums,
+            **grad_norms,
+            **self._batch_metrics(batch, mask),
+            "actor_trained": float(train_actor),
+            "update_s": time.perf_counter() - started,
+            **inputs.metrics(),
+        }
+        return metrics, priorities.numpy().astype(np.float64)
+
+    def _prepared(self, batch: StepBatch) -> StepBatch:
+        """The batch checked against the policy, on its device, with the MobileRL-style rewards."""
+        history = self.policy.config.history
+        if history > 0 and not batch.history_complete:
             raise ValueError(
-                f"the policy shows {policy.config.history} previous actions, but the batch holds windows that "
+                f"the policy shows {history} previous actions, but the batch holds windows that "
                 "start mid-episode, so those actions are unknown; sample whole episodes (window=None)"
             )
         batch = batch.to(self.device)
-        shaping = options_active(cfg)
-        if shaping:  # count the batch's new episodes before their lengths set L_min
+        if options_active(self.config):  # count the batch's new episodes before their lengths set L_min
             self.task_stats.observe_batch(batch)
-            batch = self.task_stats.shaped_rewards(batch, cfg)
-        full_mask = self._fresh_rows(batch)
-        total_steps = max(int(full_mask.sum()), 1)
-        total_rows = batch.size
-        policy.train()
-        self.actor_optimizer.zero_grad(set_to_none=True)
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        sums: dict[str, float] = {}
-        priorities = torch.zeros(batch.size)
-        # Without a critic there is nothing to warm up.
-        train_actor = (
-            self.updates >= cfg.critic_warmup_updates or not algorithm_spec(cfg.algorithm).uses_critic
-        )
-        groups = group_advantages(batch, full_mask, cfg)  # before the split: groups span micro-batches
-        spec = algorithm_spec(cfg.algorithm)
-        autocast = torch.autocast(
-            "cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda" and cfg.mixed_precision
-        )
-        # On several processes (learner/distributed.py) this rank's rows only; the totals above
-        # and the groups stay those of the whole batch.
-        parallel = self.parallel
-        shard = range(batch.size) if parallel is None else parallel.rows(batch.size)
-        forward = self.loss if parallel is None else parallel.loss
+            batch = self.task_stats.shaped_rewards(batch, self.config)
+        return batch
+
+    def _micro_batches(
+        self, batch: StepBatch, mask: torch.Tensor, inputs: BatchInputs[Any]
+    ) -> Iterator[MicroBatch]:
+        """This process's rows cut into micro-batches, each with its loss inputs and its shares of
+        the whole batch's steps and rows (on several processes, learner/distributed.py, the totals
+        stay those of the whole batch)."""
+        total_steps = max(int(mask.sum()), 1)
+        shard = range(batch.size) if self.parallel is None else self.parallel.rows(batch.size)
         for start in range(shard.start, shard.stop, self.micro_batch_size):
             rows = list(range(start, min(start + self.micro_batch_size, shard.stop)))
             sub = batch if len(rows) == batch.size else batch.select_rows(rows)
-            mask = full_mask if sub is batch else full_mask[rows][:, : sub.shape[1]]
-            group = None if groups is None else groups.advantages[rows][:, : sub.shape[1]]
-            if spec.needs_proximal:
-                # Before the forward with gradient: swapping the averaged weights in afterwards
-                # would change tensors that forward's graph saved. None: the forward's own
-                # log-probs, detached (π_prox = the weights at the start of the update).
-                group = self._proximal_logp(sub, autocast)
-            step_share = float(mask.sum()) / total_steps
-            row_share = len(rows) / total_rows
-            with nullcontext() if parallel is None else parallel.sync(last=rows[-1] == shard.stop - 1):
-                loss, part = forward(sub, mask, group, cfg, step_share, row_share, train_actor)
+            sub_mask = mask if sub is batch else mask[rows][:, : sub.shape[1]]
+            yield MicroBatch(
+                rows, sub, sub_mask, inputs.rows(rows, sub),
+                float(sub_mask.sum()) / total_steps, len(rows) / batch.size,
+            )  # fmt: skip
+
+    def _accumulate_gradients(
+        self, batch: StepBatch, mask: torch.Tensor, inputs: BatchInputs[Any], train_actor: bool
+    ) -> tuple[dict[str, float], torch.Tensor]:
+        """Forward and backward over the micro-batches: the gradients add up to the batch's; the
+        metric sums (each weighted by its micro-batch's share) and the (B,) new priorities."""
+        sums: dict[str, float] = {}
+        priorities = torch.zeros(batch.size)
+        total_steps = max(int(mask.sum()), 1)
+        parallel = self.parallel
+        forward = self.forward if parallel is None else parallel.loss
+        for micro in self._micro_batches(batch, mask, inputs):
+            last = parallel is None or micro.rows[-1] == parallel.rows(batch.size).stop - 1
+            with nullcontext() if parallel is None else parallel.sync(last=last):
+                loss, part = forward(micro, self.loss, self.config, train_actor)
                 # DDP averages the ranks' gradients; each rank's loss is its share times W, so
                 # the average is the sum of the shares: the whole batch's gradient.
                 (loss if parallel is None else loss * parallel.world).backward()
-            priorities[rows] = part.objective.priorities.float().cpu()
-            _add_micro_batch(
-                sums, part, float((mask & ~part.known).sum()) / total_steps, step_share, row_share
-            )
+            priorities[micro.rows] = part.objective.priorities.float().cpu()
+            unknown_share = float((micro.mask & ~part.known).sum()) / total_steps
+            _add_micro_batch(sums, part, unknown_share, micro.step_share, micro.row_share)
         if parallel is not None:  # each rank filled its own rows of the priorities
             sums, priorities = parallel.sum_over_ranks(sums, priorities)
-        grad_actor = _grad_norm(policy.actor_parameters(), cfg.actor_grad_clip)
-        grad_critic = _grad_norm(policy.critic_parameters(), cfg.critic_grad_clip)
+        return sums, priorities
+
+    def _optimiser_step(self, train_actor: bool) -> dict[str, float]:
+        """The gradient norms (clipped), the optimisers' steps, the weight average; counts the update."""
+        cfg, policy = self.config, self.policy
+        norms = {
+            "grad_norm_actor": _grad_norm(policy.actor_parameters(), cfg.actor_grad_clip),
+            "grad_norm_critic": _grad_norm(policy.critic_parameters(), cfg.critic_grad_clip),
+        }
         if train_actor:
             self.actor_optimizer.step()
         self.critic_optimizer.step()
         if self.average is not None:
             self.average.update()
         self.updates += 1
-        if shaping:
-            priorities = self._reweigh(batch, priorities, sums)
+        return norms
+
+    def _batch_metrics(self, batch: StepBatch, mask: torch.Tensor) -> dict[str, float]:
+        """The batch's lag, size and success, and the next draw's β."""
         # The lag of the steps trained on; rows past max_policy_lag were sampled but masked out
         # (used_step_fraction says how many), and their lag would hide what the losses saw.
         lags = (self.policy_version - batch.policy_versions).float()
-        lag = lags[full_mask] if bool(full_mask.any()) else lags.new_zeros(1)
-        metrics = {
-            **sums,
-            "grad_norm_actor": grad_actor,
-            "grad_norm_critic": grad_critic,
+        lag = lags[mask] if bool(mask.any()) else lags.new_zeros(1)
+        return {
             "policy_lag_mean": float(lag.mean()),
             "policy_lag_max": float(lag.max()),
             "sampled_policy_lag_mean": float(lags[batch.mask].mean()),
-            "used_step_fraction": float(full_mask.sum()) / max(int(batch.mask.sum()), 1),
+            "used_step_fraction": float(mask.sum()) / max(int(batch.mask.sum()), 1),
             "trajectories": float(batch.size),
             "steps": float(batch.mask.sum()),
             "success_rate": float(batch.success.mean()),
             "beta": self.beta_at(),
-            "actor_trained": float(train_actor),
-            "update_s": time.perf_counter() - started,
         }
-        if groups is not None:
-            metrics["group_singleton_step_fraction"] = float(groups.singleton_step_fraction)
-            metrics["group_episode_advantage_abs_mean"] = float(groups.episode.abs().mean())
-        return metrics, priorities.numpy().astype(np.float64)
 
 
 def _add_micro_batch(

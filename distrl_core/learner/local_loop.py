@@ -23,10 +23,10 @@ from distrl_core.envs.simdroid.tasks import Task, load_tasks
 from distrl_core.learner.evaluation import HELDOUT_SEED, IN_DISTRIBUTION_SEED, estimate_success
 from distrl_core.learner.groups import group_tasks, sample_groups
 from distrl_core.learner.learner import Learner
-from distrl_core.learner.objectives import algorithm_spec
+from distrl_core.learner.losses import loss_type
 from distrl_core.learner.step import Draw, train_step
 from distrl_core.learner.task_stats import options_active
-from distrl_core.rollout import RolloutConfig, RolloutResult, run_episodes
+from distrl_core.rollout import ActFn, Actor, RolloutConfig, RolloutResult, run_episodes
 
 __all__ = ["InMemoryReplay", "LoopConfig", "RoundResult", "evaluate_success", "train_rounds"]
 
@@ -92,7 +92,7 @@ class LoopConfig:
     - ``env``: the environment (distractor dialogs on at 10%, as SimDroidEnv's default).
     - ``eval_episodes_per_task``: greedy episodes per held-out task in each evaluation (different
       env seeds; more narrow the interval, see learner/evaluation.py).
-    - ``group_size`` (an algorithm whose spec needs groups: gigpo): each round collects
+    - ``group_size`` (an algorithm whose loss needs groups: gigpo): each round collects
       ``episodes_per_round // group_size`` groups of this many episodes of one task under one env
       seed, and each update trains on ``batch_size // group_size`` whole groups drawn uniformly
       (learner.groups).
@@ -142,7 +142,7 @@ class RoundResult:
 
 
 def evaluate_success(
-    policy,
+    policy: Actor | ActFn,
     tasks: Sequence[Task],
     env: SimDroidEnvConfig,
     *,
@@ -290,7 +290,7 @@ def _collect_round(
     if learner.config.failure_curriculum_attempts > 0:
         weights = learner.task_stats.task_weights([t.task_id for t in train_tasks], learner.config).numpy()
         probabilities = weights / weights.sum()
-    if algorithm_spec(learner.config.algorithm).needs_groups:
+    if loss_type(learner.config.algorithm).traits.needs_groups:
         tasks, reset_seeds = group_tasks(
             train_tasks, config.episodes_per_round, config.group_size, rng, probabilities
         )
@@ -314,7 +314,7 @@ def _update_round(
 ) -> dict[str, float]:
     """``updates_per_round`` training steps; their metrics averaged. The weights then count as a new
     version (what the next round's episodes are collected with)."""
-    if algorithm_spec(learner.config.algorithm).needs_groups:
+    if loss_type(learner.config.algorithm).traits.needs_groups:
 
         def sample() -> Draw:
             groups = config.batch_size // config.group_size

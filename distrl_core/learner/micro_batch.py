@@ -4,7 +4,7 @@ A single-process learner calls it directly; a learner on several processes calls
 ``DistributedDataParallel`` (``learner/distributed.py``), which needs an ``nn.Module`` whose call
 returns the loss, to hook the gradient all-reduce into its backward::
 
-    loss, part = MicroBatchLoss(policy)(sub, mask, group, config, step_share, row_share, train_actor)
+    loss, part = MicroBatchLoss(policy)(micro, learner.loss, config, train_actor)
     loss.backward()
     part.objective.priorities  # (b,)
 """
@@ -12,16 +12,29 @@ returns the loss, to hook the gradient all-reduce into its backward::
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 from torch import nn
 
 from distrl_core.learner.batch import StepBatch
 from distrl_core.learner.config import LearnerConfig
-from distrl_core.learner.objectives import Objective, algorithm_spec, compute_objective
+from distrl_core.learner.losses import Loss, Objective
 from distrl_core.policy.model import Policy
 
-__all__ = ["MicroBatchLoss", "MicroBatchPart"]
+__all__ = ["MicroBatch", "MicroBatchLoss", "MicroBatchPart"]
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """Rows of the update's batch, with the shares that weigh their losses."""
+
+    rows: list[int]  # the rows' indices in the batch
+    batch: StepBatch  # those rows (padding trimmed)
+    mask: torch.Tensor  # (b, t) steps the losses use
+    inputs: Any  # the loss's extra inputs of these rows (Loss.batch_inputs(...).rows)
+    step_share: float  # this micro-batch's steps / the batch's
+    row_share: float  # this micro-batch's rows / the batch's
 
 
 @dataclass
@@ -50,30 +63,28 @@ class MicroBatchLoss(nn.Module):
 
     def forward(
         self,
-        sub: StepBatch,
-        mask: torch.Tensor,  # (b, t) steps the losses use
-        # (b, t) gigpo's advantages of these rows; for decoupled PPO log π_prox (None: this
-        # forward's own log-probs, detached); else None
-        group: torch.Tensor | None,
-        cfg: LearnerConfig,
-        step_share: float,  # this micro-batch's steps / the batch's
-        row_share: float,  # this micro-batch's rows / the batch's
+        micro: MicroBatch,
+        loss: Loss[Any],
+        cfg: LearnerConfig,  # its mixed precision and word dropout
         train_actor: bool,  # False during the critic-only warm-up
     ) -> tuple[torch.Tensor, MicroBatchPart]:
         policy = self._policy[0]
-        # bfloat16 only on CUDA: CPU autocast is slower than float32 on the tiny model, and the
-        # learner's tests compare CPU updates to 1e-6.
-        autocast = torch.autocast(
-            "cuda", dtype=torch.bfloat16, enabled=policy.device.type == "cuda" and cfg.mixed_precision
-        )
-        with autocast, policy.with_word_dropout(cfg.entity_dropout, cfg.word_dropout, cfg.phrasing_dropout):
-            out = policy.evaluate(sub)
-        if group is None and algorithm_spec(cfg.algorithm).needs_proximal:
-            group = out.logp.detach()
-        objective = compute_objective(out, sub, mask, cfg, group)
-        actor_term = objective.actor_loss * step_share if train_actor else objective.actor_loss.detach() * 0
-        loss = actor_term + objective.critic_loss * row_share
+        with (
+            autocast(policy.device, cfg),
+            policy.with_word_dropout(cfg.entity_dropout, cfg.word_dropout, cfg.phrasing_dropout),
+        ):
+            out = policy.evaluate(micro.batch)
+        objective = loss(out, micro.batch, micro.mask, micro.inputs)
+        actor_loss = objective.actor_loss
+        actor_term = actor_loss * micro.step_share if train_actor else actor_loss.detach() * 0
+        total = actor_term + objective.critic_loss * micro.row_share
         detached = replace(
-            objective, actor_loss=objective.actor_loss.detach(), critic_loss=objective.critic_loss.detach()
+            objective, actor_loss=actor_loss.detach(), critic_loss=objective.critic_loss.detach()
         )
-        return loss, MicroBatchPart(detached, out.known)
+        return total, MicroBatchPart(detached, out.known)
+
+
+def autocast(device: torch.device, cfg: LearnerConfig) -> torch.autocast:
+    """bfloat16 only on CUDA: CPU autocast is slower than float32 on the tiny model, and the
+    learner's tests compare CPU updates to 1e-6."""
+    return torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda" and cfg.mixed_precision)

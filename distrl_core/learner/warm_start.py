@@ -138,7 +138,7 @@ def warm_start_micro_batching(policy: Policy, config: WarmStartConfig) -> tuple[
     return size or config.batch_size, tokens
 
 
-def _sft_backward(policy: Policy, rows: list[dict[str, Any]], accumulate: bool = False):
+def _sft_backward(policy: Policy, rows: list[dict[str, Any]], accumulate: bool = False) -> dict[str, float]:
     """Backward of −mean log π over ``rows`` (of the demonstrated actions the policy can express);
     with ``accumulate`` the backward is of the sum, and the caller divides by the batch's count."""
     batch = StepBatch.from_rows(rows).to(policy.device)
@@ -146,14 +146,14 @@ def _sft_backward(policy: Policy, rows: list[dict[str, Any]], accumulate: bool =
     usable = batch.mask & out.known
     if not accumulate:
         nll = -masked_mean(out.logp, usable)
-        nll.backward()
+        nll.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         return {
             "nll": float(nll.detach()),
             "entropy": float(masked_mean(out.entropy.detach(), batch.mask)),
             "known_fraction": float(usable.sum()) / max(int(batch.mask.sum()), 1),
         }
     nll_sum = -torch.where(usable, out.logp, torch.zeros_like(out.logp)).sum()
-    nll_sum.backward()
+    nll_sum.backward()  # type: ignore[no-untyped-call]
     return {
         "nll": float(nll_sum.detach()),
         "entropy": float((out.entropy.detach() * batch.mask).sum()),

@@ -54,7 +54,7 @@ def hf(model: nn.Module) -> HFModel:
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".json", ".model", ".txt")
 
 
-def _tiny_llama_config(config: TinyModelConfig, tokenizer):
+def _tiny_llama_config(config: TinyModelConfig, tokenizer: Any) -> Any:
     from transformers import LlamaConfig
 
     return LlamaConfig(
@@ -73,7 +73,7 @@ def _tiny_llama_config(config: TinyModelConfig, tokenizer):
     )
 
 
-def build_tiny_model(config: TinyModelConfig, tokenizer) -> nn.Module:
+def build_tiny_model(config: TinyModelConfig, tokenizer: Any) -> nn.Module:
     """A Llama-style causal LM with random weights drawn from ``config.seed`` alone (see `_seeded`)."""
     from transformers import LlamaForCausalLM
 
@@ -83,7 +83,7 @@ def build_tiny_model(config: TinyModelConfig, tokenizer) -> nn.Module:
     return model
 
 
-def build_tiny_encoder(config: TinyModelConfig, tokenizer, seed: int) -> nn.Module:
+def build_tiny_encoder(config: TinyModelConfig, tokenizer: Any, seed: int) -> nn.Module:
     """The same shape without the LM head (the separate critic's encoder), weights from ``seed``."""
     from transformers import LlamaModel
 
@@ -134,7 +134,7 @@ HASH_METHOD = (
     "sha256 over the names and contents of the checkpoint's config and weight files; computed once "
     "per checkpoint, cached by directory and each file's name, size and mtime"
 )
-_hash_memo: dict[str, tuple[list, str]] = {}
+_hash_memo: dict[str, tuple[list[Any], str]] = {}
 _hash_lock = threading.Lock()
 
 
@@ -143,9 +143,10 @@ def _hash_cache_file() -> Path:
     return Path(os.environ.get("DISTRL_HASH_CACHE") or default)
 
 
-def _read_hash_cache(path: Path) -> dict:
+def _read_hash_cache(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text())
+        cache: dict[str, Any] = json.loads(path.read_text())
+        return cache
     except (OSError, ValueError):
         return {}  # absent or torn: rehash, nothing is lost but time
 
@@ -209,7 +210,7 @@ def load_pretrained(config: PolicyConfig, pointer: str | Path | None = None) -> 
     if config.vision:
         from transformers import AutoModelForImageTextToText
 
-        processor = AutoProcessor.from_pretrained(source)
+        processor = AutoProcessor.from_pretrained(source)  # type: ignore[no-untyped-call]
         model = AutoModelForImageTextToText.from_pretrained(source)
         return model, processor
     tokenizer = AutoTokenizer.from_pretrained(source)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-__all__ = ["LoraSettings", "PolicyConfig", "TinyModelConfig"]
+__all__ = ["EncoderSettings", "LoraSettings", "PolicyConfig", "TinyModelConfig"]
 
 MODES = ("scoring", "generative")
 CRITICS = ("separate", "shared", "detached")
+VOCABULARIES = ("train", "fit", "fit_words")
 
 
 @dataclass
@@ -62,6 +63,30 @@ class LoraSettings:
 
 
 @dataclass
+class EncoderSettings:
+    """A pretrained bidirectional encoder (a BERT-style ``PolicyConfig.base`` such as
+    all-MiniLM-L6-v2) scoring candidates: the observation is encoded once, each candidate text
+    separately, and a head scores the pair (see ``policy.encoder``).
+
+    - ``trainable_layers``: top transformer layers trained (0: the heads alone); the layers below
+      and the embeddings stay frozen, and their output per text is cached.
+    - ``cache_megabytes``: byte cap of that cache (least recently used texts are evicted first).
+    - ``max_tokens``: longest observation text in tokens; longer ones are cut (the screen's tail).
+    """
+
+    trainable_layers: int = 1
+    cache_megabytes: int = 256
+    max_tokens: int = 256
+
+    def validate(self) -> None:
+        if self.trainable_layers < 0 or self.cache_megabytes < 1 or self.max_tokens < 8:
+            raise ValueError(
+                "EncoderSettings needs trainable_layers >= 0, cache_megabytes >= 1 and max_tokens >= 8, got "
+                f"{self.trainable_layers}, {self.cache_megabytes}, {self.max_tokens}"
+            )
+
+
+@dataclass
 class PolicyConfig:
     """How the policy is built and how it acts.
 
@@ -90,6 +115,12 @@ class PolicyConfig:
     - ``device``: "auto" (cuda when available), "cpu" or "cuda[:n]".
     - ``seed``: seed of the action sampler.
     - ``tokenizer_extra_words``: words added to the default tokenizer's vocabulary.
+    - ``vocabulary``: the task texts the tiny default's word vocabulary is built from: "train"
+      (the default), or "fit_words" / "fit" (the train split less the validation tasks of
+      ``validation_split(words=True)`` / ``validation_split()``), so that choices made on that
+      validation split see its unseen words as [UNK], as the test split's are.
+    - ``encoder``: settings of an encoder base (``base`` is then a BERT-style encoder, not a
+      causal LM; scoring mode, no LoRA: its top layers are trained instead); None otherwise.
     """
 
     base: str | None = None
@@ -106,12 +137,16 @@ class PolicyConfig:
     device: str = "auto"
     seed: int = 0
     tokenizer_extra_words: list[str] = field(default_factory=list)
+    vocabulary: Literal["train", "fit", "fit_words"] = "train"
+    encoder: EncoderSettings | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.tiny, dict):
             self.tiny = TinyModelConfig(**self.tiny)
         if isinstance(self.lora, dict):
             self.lora = LoraSettings(**self.lora)
+        if isinstance(self.encoder, dict):
+            self.encoder = EncoderSettings(**self.encoder)
         self.screen_size = tuple(self.screen_size)  # type: ignore[assignment]
         self.validate()
 
@@ -143,9 +178,31 @@ class PolicyConfig:
                 "PolicyConfig.lora adapts a pretrained base; the tiny default model has random weights "
                 "and is trained in full: set lora=None or give base=<dir or hub id>"
             )
+        self._validate_parts()
+
+    def _validate_parts(self) -> None:
+        if self.vocabulary not in VOCABULARIES:
+            raise ValueError(
+                f"PolicyConfig.vocabulary must be one of {VOCABULARIES}, got {self.vocabulary!r}"
+            )
+        if self.encoder is not None:
+            self._validate_encoder(self.encoder)
         self.tiny.validate()
         if self.lora is not None:
             self.lora.validate()
+
+    def _validate_encoder(self, encoder: EncoderSettings) -> None:
+        if self.base is None or self.mode != "scoring" or self.lora is not None or self.vision:
+            raise ValueError(
+                "PolicyConfig.encoder needs base=<an encoder folder> with mode='scoring', lora=None and "
+                "vision=False (an encoder scores candidates; its top layers are trained, not a LoRA adapter)"
+            )
+        if self.critic == "separate":
+            raise ValueError(
+                "PolicyConfig.encoder works with critic='detached' or 'shared' (the critics read the "
+                "encoded observation); 'separate' builds a tiny decoder of its own"
+            )
+        encoder.validate()
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

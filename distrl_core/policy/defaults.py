@@ -49,10 +49,17 @@ TINY = TrainingDefaults(None, None, None, None)
 # one-step trajectories (~110 prompt tokens each), above the loaded model: 1.1 GB in micro-batches
 # of 2, 5.2 GB in one graph (~3 MB per prompt token): 1,024 tokens per graph stay within ~3-4 GB.
 PRETRAINED = TrainingDefaults(2e-4, 1e-4, 2, 1024)
+# An encoder base (all-MiniLM-L6-v2): its trained top layer is pretrained too, so it gets a small
+# rate; its frozen layers run once per text (cached), so an update is a few top-layer forwards over
+# the batch's distinct texts: whole batches fit (~0.4 GB for 36 steps), and splitting them would
+# only forward shared candidate texts again.
+ENCODER = TrainingDefaults(1e-4, 5e-5, None, None)
 
 
 def training_defaults(config: PolicyConfig) -> TrainingDefaults:
-    return TINY if config.base is None else PRETRAINED
+    if config.base is None:
+        return TINY
+    return ENCODER if config.encoder is not None else PRETRAINED
 
 
 def describe_defaults(config: PolicyConfig) -> str:
@@ -60,6 +67,8 @@ def describe_defaults(config: PolicyConfig) -> str:
     values = asdict(training_defaults(config))
     kind = "tiny default" if config.base is None else f"pretrained base {config.base}"
     lora = "" if config.lora is None else f", LoRA r={config.lora.r} alpha={config.lora.alpha}"
+    if config.encoder is not None:
+        lora = f", encoder with {config.encoder.trainable_layers} trained top layer(s), the rest frozen"
     shown = ", ".join(f"{k}={v}" for k, v in values.items() if v is not None)
     return f"{kind}{lora}: {shown or 'one learning rate, whole-batch updates'}"
 

@@ -46,16 +46,16 @@ def _suppressed(parts: ActingParts) -> list[int]:
     return sorted({i for i in tokenizer.all_special_ids if i != tokenizer.eos_token_id})
 
 
-def _cache_argument(model) -> str:
+def _cache_argument(model: Any) -> str:
     """Transformers 5 renamed ``past_key_values`` to ``cache`` (argument and output field)."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return "cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values"
 
 
-def _with_image(processor, text: str) -> str:
+def _with_image(processor: Any, text: str) -> str:
     if getattr(processor, "chat_template", None):
         messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
-        return processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return str(processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
     return f"{processor.image_token} {text}"
 
 

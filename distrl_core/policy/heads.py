@@ -77,7 +77,10 @@ class PolicyHeads(nn.Module):
         inputs = hf(self.critic_encoder).get_input_embeddings()(ids)
         if self.critic_match is not None and flags is not None:
             inputs = inputs + self.critic_match(flags).to(inputs.dtype)
-        return self.critic_encoder(inputs_embeds=inputs, attention_mask=attention).last_hidden_state.float()
+        hidden: torch.Tensor = self.critic_encoder(
+            inputs_embeds=inputs, attention_mask=attention
+        ).last_hidden_state
+        return hidden.float()
 
     def candidate_scores(
         self,
@@ -95,10 +98,13 @@ class PolicyHeads(nn.Module):
         lengths = (ends - starts).clamp(min=1).unsqueeze(-1).to(hidden.dtype)
         mean = (at(ends, prefix) - at(starts, prefix)) / lengths
         last = at(ends - 1, hidden)
-        return self.score(torch.cat([mean, last], dim=-1)).squeeze(-1)
+        scores: torch.Tensor = self.score(torch.cat([mean, last], dim=-1))
+        return scores.squeeze(-1)
 
     def state_value(self, features: torch.Tensor) -> torch.Tensor:  # (N, D) -> (N,)
-        return self.value(features).squeeze(-1)
+        values: torch.Tensor = self.value(features)
+        return values.squeeze(-1)
 
     def trajectory_logit(self, features: torch.Tensor) -> torch.Tensor:  # (N, D) -> (N,)
-        return self.trajectory(features).squeeze(-1)
+        logits: torch.Tensor = self.trajectory(features)
+        return logits.squeeze(-1)

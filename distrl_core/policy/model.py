@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from distrl_core.envs.observation import Observation
-from distrl_core.policy import generative, scoring
+from distrl_core.policy import encoder_scoring, generative, scoring
 from distrl_core.policy.backbone import (
     apply_lora,
     build_tiny_encoder,
@@ -62,13 +62,15 @@ class StepLayout(Protocol):
 
 
 @functools.cache
-def default_tokenizer_corpus() -> tuple[str, ...]:
-    return tuple(simdroid_corpus("train"))
+def default_tokenizer_corpus(split: str = "train") -> tuple[str, ...]:
+    return tuple(simdroid_corpus(split))
 
 
-def default_tokenizer(extra_words: Sequence[str] = ()):
-    """The word-level tokenizer of the tiny default policy, built from SimDroid's train split."""
-    return build_word_tokenizer(default_tokenizer_corpus(), extra_words=[*PROMPT_WORDS, *extra_words])
+def default_tokenizer(extra_words: Sequence[str] = (), vocabulary: str = "train") -> Any:
+    """The word-level tokenizer of the tiny default policy, built from SimDroid's train split (or
+    the fit tasks of a validation split: ``PolicyConfig.vocabulary``)."""
+    corpus = default_tokenizer_corpus(vocabulary)
+    return build_word_tokenizer(corpus, extra_words=[*PROMPT_WORDS, *extra_words])
 
 
 def build_heads(config: PolicyConfig, model: nn.Module, tokenizer: Any) -> PolicyHeads:
@@ -123,8 +125,17 @@ class Policy:
         """A fresh policy: the tiny default (random weights from ``config.tiny.seed``) or a
         pretrained base (with LoRA when ``config.lora`` is set)."""
         config = config or PolicyConfig()
-        if config.base is None:
-            tokenizer = tokenizer or default_tokenizer(config.tokenizer_extra_words)
+        model: nn.Module
+        if config.encoder is not None:
+            from distrl_core.policy.encoder import load_encoder
+
+            assert config.base is not None  # PolicyConfig.validate
+            model, tokenizer = load_encoder(resolve_checkpoint_dir(config.base), config.encoder)
+            base = BaseInfo(
+                "pretrained", config.base, hash_checkpoint_files(resolve_checkpoint_dir(config.base))
+            )
+        elif config.base is None:
+            tokenizer = tokenizer or default_tokenizer(config.tokenizer_extra_words, config.vocabulary)
             model = build_tiny_model(config.tiny, tokenizer)
             base = BaseInfo("tiny", config.tiny.__dict__.copy(), hash_state_dict(model, repr(len(tokenizer))))
         else:
@@ -139,7 +150,7 @@ class Policy:
             return cls(config, model, tokenizer, build_heads(config, model, tokenizer), base, processor)
         return cls(config, model, tokenizer, build_heads(config, model, tokenizer), base)
 
-    def _hf_config(self):
+    def _hf_config(self) -> Any:
         return getattr(self.model, "config", None)
 
     # ----- parameters -----------------------------------------------------------------------------
@@ -237,6 +248,10 @@ class Policy:
         if was_training:
             self.eval()
         try:
+            if self.config.encoder is not None:
+                return encoder_scoring.act_encoder(
+                    self.parts(), observations, greedy=greedy, generator=self.generator
+                )
             if self.config.mode == "scoring":
                 return scoring.act_scoring(
                     self.parts(), observations, greedy=greedy, generator=self.generator
@@ -254,6 +269,8 @@ class Policy:
 
     def evaluate_steps(self, steps: Sequence[StepInput]) -> dict[str, torch.Tensor]:
         """Flat (N,) log π, entropy, values, trajectory logits and ``known`` for stored steps."""
+        if self.config.encoder is not None:
+            return encoder_scoring.evaluate_encoder(self.parts(), steps)
         if self.config.mode == "scoring":
             return scoring.evaluate_scoring(self.parts(), steps)
         return generative.evaluate_generative(self.parts(), steps)

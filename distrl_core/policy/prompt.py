@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from distrl_core.policy.candidates import Candidate, build_candidates, parse_compact_tree
 from distrl_core.policy.tokenizer import match_flags
@@ -86,7 +87,7 @@ def scoring_segments(
 
 
 def encode_scoring_step(
-    tokenizer,
+    tokenizer: Any,
     instruction: str,
     ui_text: str,
     history: Sequence[str] = (),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -45,7 +46,7 @@ def _pad(rows: Sequence[Sequence[int]], value: int, device: torch.device) -> tor
 _END_MARKER = re.compile(r"(?i)end|eos|</s>|<\|im_")
 
 
-def dropout_token_id(tokenizer) -> int | None:
+def dropout_token_id(tokenizer: Any) -> int | None:
     """The token a dropped word becomes: [UNK] when it is a real unknown-word token (the tiny
     default's word-level tokenizer), else a dedicated mask token; None when there is neither. Byte-level BPE tokenizers never emit
     [UNK] and often name an end-of-text marker as their unk (SmolLM2: ``<|endoftext|>``): feeding
@@ -88,22 +89,27 @@ def _embed_with_dropout(parts: ActingParts, ids: torch.Tensor, flags: torch.Tens
     embed = hf(parts.model).get_input_embeddings()
     drop = _drop_mask(parts, ids, flags)
     if drop is None:
-        return embed(ids)
+        embedded: torch.Tensor = embed(ids)
+        return embedded
     token_id = parts.dropout_token_id
     if token_id is not None:
-        return embed(torch.where(drop, torch.full_like(ids, token_id), ids))
-    inputs = embed(ids)
+        embedded = embed(torch.where(drop, torch.full_like(ids, token_id), ids))
+        return embedded
+    inputs: torch.Tensor = embed(ids)
     return inputs * (~drop)[..., None].to(inputs.dtype)
 
 
-def _hidden_states(parts: ActingParts, ids: torch.Tensor, flags: torch.Tensor, attention: torch.Tensor):
+def _hidden_states(
+    parts: ActingParts, ids: torch.Tensor, flags: torch.Tensor, attention: torch.Tensor
+) -> torch.Tensor:
     inputs = _embed_with_dropout(parts, ids, flags)
     if parts.heads.match is not None:
         inputs = inputs + parts.heads.match(flags).to(inputs.dtype)
     output = parts.model(
         inputs_embeds=inputs, attention_mask=attention, output_hidden_states=True, logits_to_keep=1
     )
-    return output.hidden_states[-1]
+    hidden: torch.Tensor = output.hidden_states[-1]
+    return hidden
 
 
 # Prompts per forward pass when scoring many steps (the learner's batches). Steps are sorted by

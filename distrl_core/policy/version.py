@@ -111,7 +111,8 @@ def save_policy(policy: Policy, directory: str | Path) -> Path:
 def _read_json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: {path.parent} is not a policy version directory")
-    return json.loads(path.read_text())
+    loaded: dict[str, Any] = json.loads(path.read_text())
+    return loaded
 
 
 def _check_hash(expected: str, actual: str, what: str, directory: Path, fix: str) -> None:
@@ -136,11 +137,32 @@ def load_policy(
         return _build(directory, config, base, base_override)
 
 
+def _load_encoder_version(
+    directory: Path, config: PolicyConfig, base: dict[str, Any], pointer: str
+) -> tuple[Any, str]:
+    """An encoder version: the base from its pointer (hash-checked), its trained top layers."""
+    from distrl_core.policy.encoder import load_encoder
+
+    assert config.encoder is not None
+    actual = hash_checkpoint_files(resolve_checkpoint_dir(pointer))
+    _check_hash(
+        base["hash"], actual, f"base {base['pointer']!r}", directory,
+        "Point base_override at the exact encoder the version was trained on (same files).",
+    )  # fmt: skip
+    model, _ = load_encoder(resolve_checkpoint_dir(pointer), config.encoder)
+    _read_weights(directory, "model/", lambda: model.load_trained(directory / "model"))
+    return model, actual
+
+
 def _build(directory: Path, config: PolicyConfig, base: dict[str, Any], base_override: str | None) -> Policy:
     from transformers import AutoProcessor, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(directory / "tokenizer")
-    processor = AutoProcessor.from_pretrained(directory / "processor") if config.vision else None
+    processor = (
+        AutoProcessor.from_pretrained(directory / "processor")  # type: ignore[no-untyped-call]
+        if config.vision
+        else None
+    )
     if processor is not None:
         tokenizer = processor.tokenizer
     if base["kind"] == "tiny":
@@ -154,7 +176,9 @@ def _build(directory: Path, config: PolicyConfig, base: dict[str, Any], base_ove
         model = _read_weights(directory, "model/", lambda: load_full_weights(config, directory / "model"))
     else:
         pointer = base_override or base["pointer"]
-        if config.lora is None:
+        if config.encoder is not None:
+            model, actual = _load_encoder_version(directory, config, base, str(pointer))
+        elif config.lora is None:
             model = _read_weights(directory, "model/", lambda: load_full_weights(config, directory / "model"))
             actual = base["hash"]  # full weights are in the version; the base is only provenance
         else:

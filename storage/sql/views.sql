@@ -1,9 +1,16 @@
--- Views over the shards' rows (`step_rows`: one row per step, registered from the store's shards,
--- with the file it came from) and their footers' labels (`shard_labels`: shard, host).
--- Episode-level facts are derived here, never stored twice.
+-- Views over the shards' rows (`shard_rows`: one row per step of every shard file, registered from
+-- the store's shards, with the file it came from) and their footers' labels (`shard_labels`: shard,
+-- host). Episode-level facts are derived here, never stored twice.
 
--- The task family is `family` in every view; `steps.task_family` (the schema's name) and
--- `episodes.task_family` stay for queries written against them.
+-- An episode found in several files (a restored copy of a shard) is counted once, from the first
+-- file by name, as the learner's replay keeps one copy.
+CREATE OR REPLACE VIEW step_rows AS
+SELECT r.* FROM shard_rows r
+SEMI JOIN (SELECT episode_id, min(filename) AS filename FROM shard_rows GROUP BY episode_id) f
+    ON r.episode_id = f.episode_id AND r.filename = f.filename;
+
+-- The task family is `family` in every view, and `task_family` (the schema's name) too in `steps`
+-- and `episodes`, for queries written either way.
 CREATE OR REPLACE VIEW steps AS
 SELECT * EXCLUDE (filename), task_family AS family FROM step_rows;
 
@@ -62,7 +69,7 @@ FROM steps s
 GROUP BY s.policy_name, s.policy_version;
 
 -- One row per shard file: which host wrote it (NULL for shards written before the label existed),
--- its collector, and what it holds.
+-- its collector, and what it holds (a copy's episodes too: this view is about files).
 CREATE OR REPLACE VIEW shards AS
 SELECT
     r.filename AS shard,
@@ -74,6 +81,6 @@ SELECT
     list(DISTINCT r.policy_version ORDER BY r.policy_version) AS policy_versions,
     min(r.step_started_at) AS first_step_at,
     max(r.step_started_at) AS last_step_at
-FROM step_rows r
+FROM shard_rows r
 LEFT JOIN shard_labels l ON l.shard = r.filename
 GROUP BY r.filename;

@@ -9,6 +9,7 @@ import reference_mobilerl as ref
 import torch
 from random_batches import random_step_batch, rows
 
+from distrl_core.algos import ActorTerms
 from distrl_core.algos.decoupled import decoupled_ppo_loss
 from distrl_core.algos.group import clipped_policy_loss
 
@@ -24,7 +25,7 @@ def test_decoupled_ppo_loss_matches_reference(seed):
     clip_eps, weight_max = [0.1, 0.2, 0.3][seed % 3], [1.0, 2.0, 5.0][seed % 3]
     out = decoupled_ppo_loss(
         logp, logp_prox, logp_mu, batch.values, batch.mask,
-        clip_eps=clip_eps, weight_max=weight_max, entropy=entropy, entropy_coef=0.01,
+        clip_eps=clip_eps, weight_max=weight_max, terms=ActorTerms(entropy=entropy, entropy_coef=0.01),
     )  # fmt: skip
     expected = ref.decoupled_ppo_loss(
         rows(logp.detach()), rows(logp_prox), rows(logp_mu), rows(batch.values), rows(batch.mask),

@@ -9,7 +9,7 @@ import reference_impl as ref
 import torch
 from random_batches import random_step_batch, rows
 
-from distrl_core.algos import clipped_policy_loss, gigpo_advantages, group_normalize
+from distrl_core.algos import ActorTerms, clipped_policy_loss, gigpo_advantages, group_normalize
 
 
 def random_groups(seed: int, batch: int, horizon: int, n_episode_groups: int, n_states: int):
@@ -96,8 +96,9 @@ def test_clipped_policy_loss_matches_reference(seed):
     logp_mu = logp.detach() + 0.4 * torch.randn(5, 6, generator=gen, dtype=torch.float64)
     entropy = torch.rand(5, 6, generator=gen, dtype=torch.float64)
     out = clipped_policy_loss(
-        logp, logp_mu, batch.values, batch.mask, clip_eps=0.2, entropy=entropy, entropy_coef=0.01
-    )
+        logp, logp_mu, batch.values, batch.mask, clip_eps=0.2,
+        terms=ActorTerms(entropy=entropy, entropy_coef=0.01),
+    )  # fmt: skip
     expected = ref.clipped_policy_loss(
         rows(logp.detach()), rows(logp_mu), rows(batch.values), rows(batch.mask), 0.2, rows(entropy), 0.01
     )

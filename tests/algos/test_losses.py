@@ -9,7 +9,7 @@ import reference_impl as ref
 import torch
 from random_batches import rows
 
-from distrl_core.algos import critic_loss, policy_loss, trajectory_critic_loss
+from distrl_core.algos import ActorTerms, critic_loss, policy_loss, trajectory_critic_loss
 
 
 def ragged_mask(gen: torch.Generator, batch: int, horizon: int) -> torch.Tensor:
@@ -42,11 +42,8 @@ def test_policy_loss_matches_reference(seed):
         x["logp"],
         x["adv"],
         x["weights"],
-        x["entropy"],
         x["mask"],
-        invalid=x["invalid"],
-        repeat=x["repeat"],
-        **coefs,
+        ActorTerms(entropy=x["entropy"], invalid=x["invalid"], repeat=x["repeat"], **coefs),
     )
     expected = ref.policy_loss(
         rows(x["logp"]),
@@ -73,7 +70,11 @@ def test_policy_loss_gradients_flow_only_where_documented():
     weights = x["weights"].clone().requires_grad_(True)
     entropy = x["entropy"].clone().requires_grad_(True)
     out = policy_loss(
-        logp, adv, weights, entropy, x["mask"], entropy_coef=0.1, invalid=x["invalid"], invalid_penalty=0.5
+        logp,
+        adv,
+        weights,
+        x["mask"],
+        ActorTerms(entropy=entropy, entropy_coef=0.1, invalid=x["invalid"], invalid_penalty=0.5),
     )
     out.loss.backward()
     real = x["mask"] > 0
@@ -90,7 +91,11 @@ def test_invalid_penalty_lowers_the_probability_of_invalid_actions():
     log_probs = torch.log_softmax(scores, dim=-1)
     logp = log_probs[:, :1]  # the stored action is candidate 0, flagged invalid, zero advantage
     out = policy_loss(
-        logp, torch.zeros(1, 1), None, None, torch.ones(1, 1), invalid=torch.ones(1, 1), invalid_penalty=1.0
+        logp,
+        torch.zeros(1, 1),
+        None,
+        torch.ones(1, 1),
+        ActorTerms(invalid=torch.ones(1, 1), invalid_penalty=1.0),
     )
     out.loss.backward()
     stepped = scores.detach() - 0.5 * scores.grad
@@ -100,7 +105,9 @@ def test_invalid_penalty_lowers_the_probability_of_invalid_actions():
 def test_policy_loss_with_no_real_steps_is_zero_and_finite():
     x = random_policy_inputs(7)
     logp = x["logp"].clone().requires_grad_(True)
-    out = policy_loss(logp, x["adv"], None, x["entropy"], torch.zeros_like(x["mask"]), entropy_coef=0.1)
+    out = policy_loss(
+        logp, x["adv"], None, torch.zeros_like(x["mask"]), ActorTerms(entropy=x["entropy"], entropy_coef=0.1)
+    )
     out.loss.backward()
     assert float(out.loss.detach()) == 0.0 and bool((logp.grad == 0).all())
 
@@ -135,8 +142,8 @@ def test_trajectory_critic_bce_matches_reference(seed):
 def test_shape_errors_name_the_problem():
     x = random_policy_inputs(0)
     with pytest.raises(ValueError, match="is_weights"):
-        policy_loss(x["logp"], x["adv"], torch.ones(2), None, x["mask"])
+        policy_loss(x["logp"], x["adv"], torch.ones(2), x["mask"])
     with pytest.raises(ValueError, match="mask"):
         critic_loss(x["logp"], x["adv"], x["mask"][:, :2])
     with pytest.raises(ValueError, match="entropy_coef"):
-        policy_loss(x["logp"], x["adv"], None, None, x["mask"], entropy_coef=-1.0)
+        policy_loss(x["logp"], x["adv"], None, x["mask"], ActorTerms(entropy_coef=-1.0))

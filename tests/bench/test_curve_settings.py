@@ -61,3 +61,11 @@ def test_a_tiny_learning_curve_runs_end_to_end(tmp_path) -> None:
     assert {r["method"] for r in document["runs"]} == {"aride", "digirl"}
     assert all(r["rounds"][-1]["env_steps"] >= 60 for r in document["runs"])
     assert document["settings"]["learner"] == {} and out.with_suffix(".png").exists()
+
+
+def test_an_override_of_one_algorithms_loss_reaches_only_that_algorithms_methods() -> None:
+    settings = CurveSettings(env_steps=10, learner={"decoupled_retrace": False, "actor_lr": 1e-3})
+    assert settings.learner_for("decoupled_ppo") == {"decoupled_retrace": False, "actor_lr": 1e-3}
+    assert settings.learner_for("aride") == {"actor_lr": 1e-3}  # LearnerConfig would refuse it
+    with pytest.raises(ValueError, match="decoupled_retrace"):
+        CurveSettings(env_steps=10, learner={"decoupled_retrace": 3.0})  # still checked by its reader

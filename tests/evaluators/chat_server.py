@@ -21,13 +21,16 @@ from typing import Any
 class Reply:
     """One scripted response. ``content`` set: a 200 chat completion with that assistant text.
     Otherwise ``status``/``body``/``headers`` are sent as they are. ``delay_s`` stalls before answering
-    (to provoke client timeouts)."""
+    (to provoke client timeouts). ``trickle_s`` sends the body one byte at a time, this many seconds
+    apart; ``repeat`` sends ``body`` that many times over (a huge answer without holding it whole)."""
 
     content: str | None = None
     status: int = 200
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    trickle_s: float = 0.0
+    repeat: int = 1
 
     @classmethod
     def message(cls, content: str) -> Reply:
@@ -45,6 +48,17 @@ class Reply:
     @classmethod
     def raw(cls, body: bytes, status: int = 200) -> Reply:
         return cls(status=status, body=body)
+
+
+def _write_body(out: Any, body: bytes, reply: Reply | None) -> None:
+    if reply is not None and reply.trickle_s:
+        for i in range(len(body)):
+            out.write(body[i : i + 1])
+            out.flush()
+            time.sleep(reply.trickle_s)
+        return
+    for _ in range(reply.repeat if reply else 1):
+        out.write(body)
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -142,14 +156,17 @@ class ChatServer:
             def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
                 pass
 
-            def _send(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+            def _send(
+                self, status: int, body: bytes, headers: dict[str, str], reply: Reply | None = None
+            ) -> None:
+                repeat = reply.repeat if reply else 1
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Content-Length", str(len(body) * repeat))
                 for name, value in headers.items():
                     self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(body)
+                _write_body(self.wfile, body, reply)
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -168,8 +185,8 @@ class ChatServer:
                     model = (
                         body.get("model", "loopback-judge") if isinstance(body, dict) else "loopback-judge"
                     )
-                    self._send(200, completion_body(reply.content, model), reply.headers)
+                    self._send(200, completion_body(reply.content, model), reply.headers, reply)
                 else:
-                    self._send(reply.status, reply.body, reply.headers)
+                    self._send(reply.status, reply.body, reply.headers, reply)
 
         return Handler

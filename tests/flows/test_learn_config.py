@@ -15,9 +15,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_learn_parameters_carry_learner_config_overrides():
-    params = LearnerParams(algorithm="digirl", seed=4, learner_config={"actor_lr": 0.5, "entropy_coef": 0.02})
+    params = LearnerParams(
+        algorithm="digirl", seed=4, learner_config={"actor_lr": 0.5, "awr_threshold": 0.02}
+    )
     config = params.to_learner_config()
-    assert (config.algorithm, config.seed, config.actor_lr, config.entropy_coef) == ("digirl", 4, 0.5, 0.02)
+    assert (config.algorithm, config.seed, config.actor_lr, config.awr_threshold) == ("digirl", 4, 0.5, 0.02)
     assert LearnerParams().to_learner_config() == LearnerParams(learner_config={}).to_learner_config()
 
 
@@ -32,6 +34,13 @@ def test_learn_parameters_carry_learner_config_overrides():
 def test_bad_overrides_are_refused_when_the_parameters_are_read(overrides, message):
     with pytest.raises(ValidationError, match=message):
         LearnerParams(learner_config=overrides)
+
+
+def test_a_field_the_algorithm_does_not_read_is_refused_by_name():
+    with pytest.raises(
+        ValidationError, match=r"entropy_coef=0\.02 is read only by aride and gigpo and decoupled_ppo"
+    ):
+        LearnerParams(algorithm="digirl", learner_config={"entropy_coef": 0.02})
 
 
 def test_the_learn_deployment_offers_learner_config():

@@ -9,20 +9,9 @@ from typing import Any
 
 import torch
 
+from bench.learner_hosts import policy_state
 
-def policy_state(learner: Any) -> dict[str, torch.Tensor]:
-    """The raw and the published (averaged) weights of the learner's policy."""
-    policy = learner.policy
-    raw = {f"raw.{k}": v.detach().clone() for k, v in _named(policy).items()}
-    with learner.averaged():
-        published = {f"published.{k}": v.detach().clone() for k, v in _named(policy).items()}
-    return raw | published
-
-
-def _named(policy: Any) -> dict[str, torch.Tensor]:
-    return {f"model.{k}": v for k, v in policy.model.state_dict().items()} | {
-        f"heads.{k}": v for k, v in policy.heads.state_dict().items()
-    }
+__all__ = ["policy_state", "rank_main", "train"]
 
 
 def train(learner: Any, rows: list[dict], is_weights: Any, updates: int) -> list[tuple[dict, Any]]:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from distrl_core.learner import Learner, LearnerConfig, StepBatch
-from distrl_core.learner.objectives import group_ids
+from distrl_core.learner.losses.gigpo import group_ids
 
 
 def _grouped(episode_rows):

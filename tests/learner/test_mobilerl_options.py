@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from distrl_core.learner import Learner, LearnerConfig, StepBatch
-from distrl_core.learner.objectives import algorithm_spec
+from distrl_core.learner.losses import DecoupledPPOLoss, make_loss
+from distrl_core.learner.losses.decoupled_ppo import DecoupledPPOInputs
 from distrl_core.learner.task_stats import TaskStats
 
 
@@ -118,8 +119,8 @@ def test_decoupled_ppo_pushes_no_action_down_with_positive_advantages_only(
     with torch.no_grad():
         out = make_policy().evaluate(batch)
     logp = out.logp.clone().requires_grad_(True)
-    objective = algorithm_spec("decoupled_ppo").objective(
-        dataclasses.replace(out, logp=logp), batch, batch.mask, config, logp.detach()
+    objective = make_loss(config)(
+        dataclasses.replace(out, logp=logp), batch, batch.mask, DecoupledPPOInputs(logp.detach())
     )
     objective.actor_loss.backward()
     grad = logp.grad[batch.mask & out.known]
@@ -173,10 +174,10 @@ def test_decoupled_ppo_on_retrace_shares_aride_s_targets_and_priorities(make_pol
     batch = StepBatch.from_rows(_tasks(episode_rows))
     with torch.no_grad():
         out = make_policy().evaluate(batch)
-    aride = algorithm_spec("aride").objective(out, batch, batch.mask, LearnerConfig(), None)
+    aride = make_loss(LearnerConfig())(out, batch, batch.mask, None)
     mixed, plain = (
-        algorithm_spec("decoupled_ppo").objective(
-            out, batch, batch.mask, LearnerConfig(algorithm="decoupled_ppo", decoupled_retrace=flag), out.logp
+        DecoupledPPOLoss.from_config(LearnerConfig(algorithm="decoupled_ppo", decoupled_retrace=flag))(
+            out, batch, batch.mask, DecoupledPPOInputs(out.logp)
         )
         for flag in (True, False)
     )

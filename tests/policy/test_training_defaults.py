@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from distrl_core.learner import Learner, LearnerConfig
+from distrl_core.learner.config import DEFAULT_MICRO_BATCH_SIZE
 from distrl_core.learner.warm_start import (
     WarmStartConfig,
     _sft_backward,
@@ -38,7 +39,7 @@ def test_tiny_default_keeps_one_group_and_whole_batch_updates(make_policy):
     assert [g["lr"] for g in optimizer.param_groups] == [1e-3]
     learner = Learner(policy, LearnerConfig())
     assert [g["lr"] for g in learner.actor_optimizer.param_groups] == [LearnerConfig().actor_lr]
-    assert learner.micro_batch_size == LearnerConfig().micro_batch_size
+    assert learner.micro_batch_size == DEFAULT_MICRO_BATCH_SIZE
 
 
 def test_pretrained_base_gets_an_adapter_group_and_micro_batches(lora_policy):
@@ -51,7 +52,9 @@ def test_pretrained_base_gets_an_adapter_group_and_micro_batches(lora_policy):
     lrs = {g["name"]: g["lr"] for g in learner.actor_optimizer.param_groups}
     assert lrs == {"backbone": PRETRAINED.learner_backbone_lr, "heads": 5e-4}
     assert learner.micro_batch_size == PRETRAINED.micro_batch_size
-    assert Learner(lora_policy, LearnerConfig(micro_batch_size=8)).micro_batch_size == 8  # explicit wins
+    # An explicit value is honoured, the tiny default's 16 included.
+    for explicit in (8, DEFAULT_MICRO_BATCH_SIZE):
+        assert Learner(lora_policy, LearnerConfig(micro_batch_size=explicit)).micro_batch_size == explicit
     assert "backbone_lr=0.0002" in describe_defaults(lora_policy.config)
 
 

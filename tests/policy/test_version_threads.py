@@ -31,18 +31,32 @@ def test_loads_pass_the_base_check_while_another_thread_draws_from_the_global_rn
     # loads a new version: the fresh tiny base must not depend on those draws.
     import threading
 
-    save_policy(make_policy(), tmp_path / "v")
-    stop = threading.Event()
+    policy = make_policy()
+    save_policy(policy, tmp_path / "v")
+    expected = {k: v.clone() for k, v in policy.model.state_dict().items()}
+    stop, drawing = threading.Event(), threading.Event()
+    draws = 0
 
     def draw() -> None:
+        nonlocal draws
         while not stop.is_set():
             torch.rand(64)
+            draws += 1
+            drawing.set()
 
     drawer = threading.Thread(target=draw)
     drawer.start()
     try:
-        for _ in range(8):
-            load_policy(tmp_path / "v", device="cpu")
+        assert drawing.wait(timeout=60)
+        before = draws
+        loaded = [load_policy(tmp_path / "v", device="cpu") for _ in range(8)]
+        during = draws - before
     finally:
         stop.set()
         drawer.join()
+    assert during > 0, "the other thread drew nothing while the versions loaded"
+    for copy in loaded:  # each load passed the base check and holds the saved weights
+        assert copy.base.hash == policy.base.hash
+        state = copy.model.state_dict()
+        assert state.keys() == expected.keys()
+        assert all(torch.equal(state[k], expected[k]) for k in expected)

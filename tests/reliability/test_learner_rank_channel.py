@@ -20,15 +20,11 @@ import torch.distributed as dist
 
 from bench import netns
 from distrl_core.learner import Learner, LearnerConfig
-from distrl_core.learner.step import Draw, train_step
+from distrl_core.learner.step import Draw
 from distrl_core.policy import load_policy, save_policy
-from storage.replay import Replay
-from storage.replay_config import ReplaySettings
-from storage.schema import steps_to_table
-from storage.shards import ShardWriter, ShardWriterConfig
-from storage.store import open_store
 from tasks.learner_ranks import LearnerRanks
 from tasks.rank_channel import SealError, new_key, seal, unseal
+from tests.tasks.test_learner_ranks import replay_of
 
 CONFIG = {"micro_batch_size": 4, "critic_warmup_updates": 0, "entity_dropout": 0.0, "word_dropout": 0.0}
 
@@ -73,16 +69,6 @@ def test_a_pickle_is_never_unpickled_even_when_framed_like_a_message(tmp_path: P
     assert not marker.exists()
 
 
-def _replay(rows: list[dict], root: Path) -> Replay:
-    store = open_store(str(root))
-    with ShardWriter(store, ShardWriterConfig(pool="p", collector_id="c", flush_seconds=0)) as writer:
-        for episode in sorted({r["episode_id"] for r in rows}):
-            writer.add_episode(steps_to_table([r for r in rows if r["episode_id"] == episode]))
-    replay = Replay(store, ReplaySettings(min_size_steps=1, samples_per_insert=None))
-    replay.ingest()
-    return replay
-
-
 def _listening(pids: list[int]) -> list[tuple[str, int]]:
     """(address, port) of every TCP socket the processes listen on."""
     found = []
@@ -110,7 +96,7 @@ def test_an_outsider_on_this_host_can_neither_read_the_policy_nor_run_code_in_a_
     episode_rows, make_policy, tmp_path
 ) -> None:
     save_policy(make_policy(), tmp_path / "v1")
-    replay = _replay(episode_rows, tmp_path / "store")
+    replay = replay_of(episode_rows, tmp_path / "store")
     learner = Learner(load_policy(tmp_path / "v1"), LearnerConfig(**CONFIG))
     marker = tmp_path / "code-ran"
     ranks = LearnerRanks.start(learner, 2)
@@ -121,8 +107,7 @@ def test_an_outsider_on_this_host_can_neither_read_the_policy_nor_run_code_in_a_
         assert _attack_store(ranks.store.port, marker) == []  # nothing of the run lives in the store
         for seed in (5, 6):
             batch = replay.sample(8, beta=0.4, seed=seed)
-            draw = ranks.sharing(lambda b=batch: Draw(b.slots, b.steps, b.is_weights))
-            train_step(learner, draw, replay.update_priorities)
+            ranks.train_step(lambda b=batch: Draw(b.slots, b.steps, b.is_weights), replay.update_priorities)
     finally:
         ranks.close()
         replay.close()

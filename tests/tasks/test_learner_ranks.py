@@ -24,7 +24,8 @@ from tests.learner.ddp_ranks import policy_state
 CONFIG = {"micro_batch_size": 4, "critic_warmup_updates": 0, "entity_dropout": 0.0, "word_dropout": 0.0}
 
 
-def _replay(rows: list[dict], root: Path) -> Replay:
+def replay_of(rows: list[dict], root: Path) -> Replay:
+    """A DuckDB replay over a local store holding `rows` (one shard per episode), ingested."""
     store = open_store(str(root))
     with ShardWriter(store, ShardWriterConfig(pool="p", collector_id="c", flush_seconds=0)) as writer:
         for episode in sorted({r["episode_id"] for r in rows}):
@@ -34,7 +35,9 @@ def _replay(rows: list[dict], root: Path) -> Replay:
     return replay
 
 
-def _train(learner: Learner, replay: Replay, sample, out: Path) -> np.ndarray:
+def _train(
+    learner: Learner, replay: Replay, sample, out: Path, ranks: LearnerRanks | None = None
+) -> np.ndarray:
     """One update on the replay's draw, its priorities written back; the published files in `out`."""
     written: list[np.ndarray] = []
 
@@ -42,7 +45,10 @@ def _train(learner: Learner, replay: Replay, sample, out: Path) -> np.ndarray:
         replay.update_priorities(slots, priorities)
         written.append(priorities)
 
-    train_step(learner, sample, write_back)
+    if ranks is None:
+        train_step(learner, sample, write_back)
+    else:
+        ranks.train_step(sample, write_back)
     with learner.averaged() as policy:
         save_policy(policy, out)
     return written[0]
@@ -57,16 +63,16 @@ def test_a_follower_makes_rank_0_write_and_publish_the_single_process_update(
         batch = replay.sample(8, beta=0.4, seed=5)
         return Draw(batch.slots, batch.steps, batch.is_weights)
 
-    single_replay = _replay(episode_rows, tmp_path / "single")
+    single_replay = replay_of(episode_rows, tmp_path / "single")
     single = Learner(load_policy(tmp_path / "v1"), LearnerConfig(**CONFIG))
     want = _train(single, single_replay, lambda: draw_from(single_replay), tmp_path / "single-v2")
 
-    replay = _replay(episode_rows, tmp_path / "ddp")
+    replay = replay_of(episode_rows, tmp_path / "ddp")
     learner = Learner(load_policy(tmp_path / "v1"), LearnerConfig(**CONFIG))
     ranks = LearnerRanks.start(learner, 2)
     try:
-        assert [p.args[2] for p in ranks.processes] == ["tasks.learner_ranks"]  # started by rank 0
-        got = _train(learner, replay, ranks.sharing(lambda: draw_from(replay)), tmp_path / "ddp-v2")
+        assert [p.args[2] for p in ranks.processes] == ["tasks.learner_follower"]  # started by rank 0
+        got = _train(learner, replay, lambda: draw_from(replay), tmp_path / "ddp-v2", ranks)
     finally:
         ranks.close()
     assert [p.returncode for p in ranks.processes] == [0] and learner.parallel is None

@@ -30,6 +30,10 @@ class AdbEnvConfig:
     screenshot_retries: extra ``screencap`` attempts after a corrupt, all-black or all-white frame.
     retry_delay_s: pause between those attempts.
     dump_path: where ``uiautomator dump`` writes on the device.
+    max_ui_dump_bytes, max_ui_depth, max_ui_nodes: the largest dump read (with ``pull_with="sync"`` a
+        larger file is refused before it is read; with ``"cat"`` after), the deepest nesting and the
+        most nodes parsed; a real screen's dump is tens of kilobytes, a few dozen levels deep. Parsing
+        stops at ``step_timeout_s`` from the start of the dump. Past any of them: UiDumpError naming it.
     pull_with: read the dump back with the sync protocol (``"sync"``, like ``adb pull``) or ``"cat"``.
     reset_mode: ``"snapshot"`` loads ``snapshot_name`` through the emulator console (emulators only);
         ``"commands"`` runs ``reset_commands`` in the device shell (any device).
@@ -64,6 +68,9 @@ class AdbEnvConfig:
     screenshot_retries: int = 2
     retry_delay_s: float = 0.2
     dump_path: str = "/sdcard/window_dump.xml"
+    max_ui_dump_bytes: int = 4 * 1024 * 1024
+    max_ui_depth: int = 256
+    max_ui_nodes: int = 20_000
     pull_with: Literal["sync", "cat"] = "sync"
     reset_mode: Literal["snapshot", "commands"] = "commands"
     snapshot_name: str = "distrl_clean"
@@ -99,6 +106,11 @@ class AdbEnvConfig:
         for name in ("ui_dump_retries", "screenshot_retries", "reset_retries", "reconnect_attempts"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be >= 0 (extra attempts), got {getattr(self, name)}")
+        for name, least in (("max_ui_dump_bytes", 1024), ("max_ui_depth", 8), ("max_ui_nodes", 16)):
+            if getattr(self, name) < least:
+                problems.append(
+                    f"{name} must be >= {least} (a screen's dump needs it), got {getattr(self, name)}"
+                )
         if self.pull_with not in ("sync", "cat"):
             problems.append(f"pull_with must be 'sync' or 'cat', got {self.pull_with!r}")
         return problems

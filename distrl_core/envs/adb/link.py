@@ -19,6 +19,7 @@ from adbutils.errors import AdbConnectionError as AdbutilsConnectionError
 from adbutils.errors import AdbError, AdbTimeout
 
 from distrl_core.envs.adb.config import AdbEnvConfig
+from distrl_core.envs.adb.dump import DumpLimits, parse_dump
 from distrl_core.envs.adb.errors import (
     AdbConnectionError,
     DeviceOfflineError,
@@ -27,7 +28,7 @@ from distrl_core.envs.adb.errors import (
     UiDumpError,
 )
 from distrl_core.envs.adb.frames import frame_problem
-from distrl_core.envs.observation import UIElement, parse_ui_xml
+from distrl_core.envs.observation import UIElement
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ class AdbDeviceLink:
 
     def _list_devices(self, extended: bool = False) -> list[adbutils.AdbDeviceInfo]:
         try:
-            return self.client.list(extended=extended)
+            return list(self.client.list(extended=extended))
         except (AdbutilsConnectionError, AdbTimeout, OSError) as error:
             raise AdbConnectionError(
                 f"cannot reach the adb server at {self.config.host}:{self.config.port} ({error}); start it "
@@ -205,35 +206,67 @@ class AdbDeviceLink:
         )
 
     def ui_dump(self) -> tuple[str, list[UIElement]]:
-        """The uiautomator XML and its parsed elements, retrying "could not get idle state"."""
+        """The uiautomator XML and its parsed elements, retrying "could not get idle state" and
+        malformed XML; a dump past a limit (`distrl_core.envs.adb.dump`) raises at once."""
         path = shlex.quote(self.config.dump_path)
-        problem = ""
+        limits = DumpLimits(
+            self.config.max_ui_dump_bytes,
+            self.config.max_ui_depth,
+            self.config.max_ui_nodes,
+            self.where,
+            self.serial,
+        )
+        problem, malformed = "", False
         for attempt in range(self.config.ui_dump_retries + 1):
             if attempt:
                 time.sleep(self.config.retry_delay_s)
+            deadline = time.monotonic() + self.config.step_timeout_s
             if self.config.pull_with == "cat":
                 result = self.shell(f"uiautomator dump {path} >/dev/null && cat {path}", idempotent=True)
+                if len(result.stdout) > limits.max_bytes:
+                    raise limits.too_large(len(result.stdout))
                 xml = result.stdout.decode("utf-8", errors="replace") if result.exit_code == 0 else ""
             else:
                 result = self.shell(f"uiautomator dump {path}", idempotent=True)
-                xml = self._pull_text(self.config.dump_path) if result.exit_code == 0 else ""
+                xml = self._pull_text(self.config.dump_path, limits) if result.exit_code == 0 else ""
             if not xml:
-                problem = result.text.strip()[:200] or f"exit code {result.exit_code}"
+                problem, malformed = result.text.strip()[:200] or f"exit code {result.exit_code}", False
                 continue
             try:
-                return xml, parse_ui_xml(xml)
+                return xml, parse_dump(xml, limits, deadline)
             except ValueError as error:
-                problem = str(error)
+                problem, malformed = str(error)[:200], True
+        attempts = self.config.ui_dump_retries + 1
+        if malformed:
+            raise UiDumpError(
+                f"uiautomator dump on {self.where} was not readable XML {attempts} times (last: {problem}); "
+                "the device writes a broken dump: restart the app or the device, or try pull_with='cat'",
+                self.serial,
+            )
         raise UiDumpError(
-            f"uiautomator dump on {self.where} failed {self.config.ui_dump_retries + 1} times (last: {problem}); "
+            f"uiautomator dump on {self.where} failed {attempts} times (last: {problem}); "
             "the screen may be animating: raise ui_dump_retries or settle_delay_s",
             self.serial,
         )
 
-    def _pull_text(self, path: str) -> str:
+    def _pull_text(self, path: str, limits: DumpLimits) -> str:
+        """The file's text, refused past `limits.max_bytes` by its size before it is read (and while it
+        is read, should it grow meanwhile)."""
         assert self.device is not None
         try:
-            return self.device.sync.read_bytes(path).decode("utf-8", errors="replace")
+            size = self.device.sync.stat(path).size
+            if size > limits.max_bytes:
+                raise limits.too_large(size)
+            data = bytearray()
+            chunks = self.device.sync.iter_content(path)
+            try:
+                for chunk in chunks:
+                    data += chunk
+                    if len(data) > limits.max_bytes:
+                        raise limits.too_large(f"more than {len(data)}")
+            finally:
+                getattr(chunks, "close", lambda: None)()  # an early stop closes the sync connection
+            return data.decode("utf-8", errors="replace")
         except AdbTimeout as error:
             raise StepTimeoutError(f"pulling {path} from {self.where} timed out", self.serial) from error
         except (AdbError, EOFError, OSError) as error:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import socket
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,8 @@ from types import TracebackType
 
 from distrl_core.envs.fake_adb.console import DEFAULT_AUTH_TOKEN_PATH, FakeEmulatorConsole
 from distrl_core.envs.fake_adb.device import FakeDevice
-from distrl_core.envs.fake_adb.services import DeviceTable, handle_connection
+from distrl_core.envs.fake_adb.host_services import DeviceTable
+from distrl_core.envs.fake_adb.services import handle_connection
 from distrl_core.envs.fake_adb.tcp import TcpService
 from distrl_core.envs.simdroid.device import FaultConfig, SimDroid, SimDroidConfig
 
@@ -206,7 +208,7 @@ class FakeAdbServer:
         )
         return self
 
-    def _handle(self, sock) -> None:
+    def _handle(self, sock: socket.socket) -> None:
         handle_connection(sock, self.table, self.config.server_version, self._stop_in_background)
 
     def _stop_in_background(self) -> None:

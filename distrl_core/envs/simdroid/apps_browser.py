@@ -9,6 +9,7 @@ from distrl_core.envs.simdroid.catalog import (
     CHROME,
     SEARCH_DOMAIN,
     SHOP_BY_DOMAIN,
+    Product,
     normalize_query,
     normalize_url,
     search_products,
@@ -22,6 +23,7 @@ from distrl_core.envs.simdroid.widgets import (
     TEXT,
     Layout,
     Screen,
+    SubmitHandler,
     TapHandler,
     Widget,
 )
@@ -38,9 +40,9 @@ def page_url(page: Page) -> str:
     if name == "article":
         return f"example.org/{quote_plus(page['title'].lower())}"
     if name == "error":
-        return page["url"]
+        return str(page["url"])
     if name == "site":
-        domain, view = page["domain"], page["view"]
+        domain, view = str(page["domain"]), page["view"]
         if view == "results":
             return f"{domain}/search?q={quote_plus(page['query'])}"
         if view == "product":
@@ -51,7 +53,7 @@ def page_url(page: Page) -> str:
     return ""
 
 
-def product_of(page: Page):  # -> Product
+def product_of(page: Page) -> Product:
     return search_products(page["domain"], page["query"])[page["rank"]]
 
 
@@ -115,7 +117,7 @@ def _url_bar(state: DeviceState, page: Page, layout: Layout) -> list[Widget]:
     ]
 
 
-def _open_article(title: str):
+def _open_article(title: str) -> TapHandler:
     return lambda st, _f: st.push({"app": CHROME, "name": "article", "title": title})
 
 
@@ -163,7 +165,7 @@ def search_field(domain: str) -> str:
     return f"shop.{domain}.search"
 
 
-def _submit_search(domain: str):
+def _submit_search(domain: str) -> SubmitHandler:
     def submit(state: DeviceState) -> None:
         query = normalize_query(state.fields.get(search_field(domain), ""))
         if query:

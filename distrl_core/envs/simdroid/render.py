@@ -39,7 +39,11 @@ def _ascii(text: str) -> str:
 
 
 def _text(
-    draw: ImageDraw.ImageDraw, box: tuple[int, int, int, int], text: str, fill=INK, center=False
+    draw: ImageDraw.ImageDraw,
+    box: tuple[int, int, int, int],
+    text: str,
+    fill: tuple[int, int, int] = INK,
+    center: bool = False,
 ) -> None:
     x1, y1, x2, y2 = box
     text = _fit(_ascii(text), x2 - x1 - 4)

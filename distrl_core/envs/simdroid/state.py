@@ -57,7 +57,7 @@ class DeviceState:
 
     @property
     def package(self) -> str:
-        return self.page["app"]
+        return str(self.page["app"])
 
     # -- navigation --------------------------------------------------------------------------
     def push(self, page: Page) -> None:

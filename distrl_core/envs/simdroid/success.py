@@ -21,9 +21,9 @@ def is_successful(state: DeviceState, task: Task) -> bool:
     p = task.params
     kind = task.kind
     if kind == "open_app":
-        return state.package == p["package"]
+        return bool(state.package == p["package"])
     if kind == "toggle_setting":
-        return is_on(state, TOGGLE_BY_KEY[p["setting"]]) == p["on"]
+        return bool(is_on(state, TOGGLE_BY_KEY[p["setting"]]) == p["on"])
     if kind == "set_alarm":
         return any(
             a["enabled"] and a["hour"] == p["hour"] and a["minute"] == p["minute"] for a in state.alarms
@@ -36,7 +36,7 @@ def is_successful(state: DeviceState, task: Task) -> bool:
             and normalize_query(page.get("query", "")) == normalize_query(p["query"])
         )
     if kind == "set_brightness":
-        return abs(brightness(state) * 100 / BRIGHTNESS_MAX - p["percent"]) <= BRIGHTNESS_TOLERANCE_PCT
+        return bool(abs(brightness(state) * 100 / BRIGHTNESS_MAX - p["percent"]) <= BRIGHTNESS_TOLERANCE_PCT)
     if kind == "shop_open_site":
         return _site_page(state, p["site"]) is not None
     if kind == "shop_search":

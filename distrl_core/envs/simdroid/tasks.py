@@ -9,6 +9,7 @@ deterministic (a fixed-seed RNG, no randomness at import).
 from __future__ import annotations
 
 import random
+import re
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -64,7 +65,7 @@ class Task:
     def __hash__(self) -> int:
         return hash(self.task_id)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Task], tuple[Any, ...]]:
         # mappingproxy cannot be pickled; rebuild from a plain dict (multiprocessing, deepcopy)
         fields = (self.task_id, self.family, self.kind, self.instruction, self.split, self.horizon)
         return (Task, (*fields, dict(self.params)))
@@ -177,7 +178,7 @@ def _webshop_specs(split: str, rng: random.Random) -> list[tuple[str, str, dict[
             if query is not None:
                 params["query"] = query
             if level == 3:
-                product = first_product(site.domain, query)  # type: ignore[arg-type]
+                product = first_product(site.domain, query)
                 params["product_id"] = product.product_id
                 params["product_name"] = product.name
             specs.append((kinds[level], template.format(site=site.domain, q=query), params))
@@ -223,19 +224,58 @@ def load_tasks(family: str | None = None, split: str | None = None) -> list[Task
     ]
 
 
-def validation_split(family: str | None = None) -> tuple[list[Task], list[Task]]:
+def validation_split(family: str | None = None, *, words: bool = False) -> tuple[list[Task], list[Task]]:
     """(fit, validation), both carved from the train split, for every choice made while tuning.
 
     The test split holds out phrasings (and parameters); validation mirrors that inside train: the
     first phrasing template of each task kind (``*-train-0``) is held out, so a choice that helps
-    on validation helps on unseen phrasings without the test split ever being looked at."""
+    on validation helps on unseen phrasings without the test split ever being looked at.
+
+    Those templates reuse the words of other train templates, so a validation phrasing never holds
+    a word the fit tasks lack, unlike test phrasings ("Can you get {app} running?"). With
+    ``words``, each kind holds out instead the train template with the most words found in no
+    other train template (``WORD_HOLDOUT_TEMPLATES``): a choice made there sees unknown words too."""
+    held_templates = set(word_holdout_templates()) if words else None
     fit: list[Task] = []
     validation: list[Task] = []
     for task in load_tasks(family, "train"):
         template = str(task.params.get("template", ""))
-        held = template.endswith("-0") if template else zlib.crc32(task.task_id.encode()) % 5 == 0
+        if held_templates is not None and template:
+            held = template in held_templates
+        else:
+            held = template.endswith("-0") if template else zlib.crc32(task.task_id.encode()) % 5 == 0
         (validation if held else fit).append(task)
     return fit, validation
+
+
+# Words too common to count as a phrasing's own (they occur in every family's text).
+_COMMON_WORDS = frozenset(
+    ["a", "an", "the", "to", "for", "of", "in", "at", "on", "and", "or", "is", "it", "my", "me", "i", "you", "your", "up"]
+)  # fmt: skip
+
+
+def _template_words(template: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z]+", re.sub(r"\{[^}]*\}", " ", template).lower())} - _COMMON_WORDS
+
+
+@cache
+def word_holdout_templates() -> tuple[str, ...]:
+    """Per task kind, the id of the train template with the most words that no other train template
+    holds (ties: the lowest id); a kind whose templates share all their words keeps ``*-train-0``."""
+    groups = [
+        APP_TEMPLATES["train"], TOGGLE_TEMPLATES["train"], ALARM_TEMPLATES["train"],
+        SEARCH_TEMPLATES["train"], BRIGHTNESS_TEMPLATES["train"], *SHOP_TEMPLATES["train"].values(),
+    ]  # fmt: skip
+    every = [(tid, _template_words(text)) for group in groups for tid, text in group]
+    chosen = []
+    for group in groups:
+        scored = []
+        for i, (tid, text) in enumerate(group):
+            others = set().union(*(words for other, words in every if other != tid))
+            scored.append((len(_template_words(text) - others), -i, tid))
+        best = max(scored)
+        chosen.append(best[2] if best[0] > 0 else group[0][0])
+    return tuple(chosen)
 
 
 def get_task(task_id: str) -> Task:
