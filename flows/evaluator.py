@@ -127,7 +127,7 @@ def _ensure_start_point(
     start = int(parent)
     if ev.start_point_logged(registry, training_run, params.protocol, start):
         return
-    report = ev.report_from_tags(start, tags[start], params.protocol)
+    report = ev.report_from_tags(start, tags[start], params.protocol, registry)
     if report is None:
         report = evaluate_version(start, **params.evaluation_args(), in_distribution=False)
         record_evaluation(report, params.min_improvement, training_run=training_run, starting_version=True)

@@ -1,4 +1,5 @@
-"""PostgreSQL for the Prefect and MLflow servers of `distrl up --database postgres`.
+"""PostgreSQL for the Prefect and MLflow servers of `distrl up` (its default where installed; `--database
+postgres` insists on it, `--database sqlite` never uses it).
 
 SQLite serialises every write: under a stack's bursts of task runs and heartbeats the Prefect server
 logs "database is locked" and answers 503 for a while. With PostgreSQL both servers write
@@ -46,6 +47,8 @@ LOCAL_USER = "distrl"
 # Statements of the setup; identifiers cannot be bound parameters, so they are quoted by psycopg.
 DROP_DATABASE = "DROP DATABASE IF EXISTS {}"
 CREATE_DATABASE = "CREATE DATABASE {}"
+# Why the default stack fell back to SQLite, and what that costs.
+SQLITE_NOTE = "SQLite instead, which may log `database is locked` under load"
 # In angle brackets: `redact` masks the userinfo of a real-looking URL, even an example.
 URL_EXAMPLE = "postgresql://<user>:<password>@<host>:5432"
 
@@ -275,6 +278,37 @@ def plan(run_dir: Path) -> Server | LocalPostgres:
     if settings.url is not None:
         return parse_url(settings.url.get_secret_value())
     return LocalPostgres(run_dir / "postgres", settings)
+
+
+def plan_default(run_dir: Path) -> tuple[Server | LocalPostgres | None, str]:
+    """`distrl up`'s default: PostgreSQL when DISTRL_POSTGRES_URL is set or the programs are installed
+    (and, as root, their unprivileged user exists and can enter `run_dir`); else None and a one-line
+    note on SQLite."""
+    try:
+        planned = plan(run_dir)
+    except PostgresMissing:
+        return None, f"PostgreSQL is not installed (`make postgres-deps`): {SQLITE_NOTE}"
+    user = planned.os_user if isinstance(planned, LocalPostgres) else None
+    if user is not None and not _user_exists(user):
+        return None, f"no user {user!r} to run PostgreSQL as (it refuses root): {SQLITE_NOTE}"
+    if user is not None and not _can_enter(user, run_dir):
+        return None, f"user {user!r} (PostgreSQL refuses root) cannot enter {run_dir}: {SQLITE_NOTE}"
+    return planned, ""
+
+
+def _user_exists(name: str) -> bool:
+    import pwd
+
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
+
+def _can_enter(user: str, folder: Path) -> bool:
+    """Whether `user` can reach `folder` (every folder above it must let others through)."""
+    return subprocess.run(["test", "-x", str(folder)], **processes.as_user(user)).returncode == 0
 
 
 def start_database(

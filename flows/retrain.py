@@ -132,7 +132,24 @@ class RetrainParams(BaseModel):
         )
 
 
-@flow(name="retrain")
+def run_name(params: dict[str, Any] | RetrainParams | None) -> str:
+    """`retrain-<algorithm>-from-<start policy>-<N>d-<updates>-updates`, e.g.
+    retrain-aride-from-champion-7d-200-updates: what the run does, readable in Prefect's list."""
+    if isinstance(params, RetrainParams):
+        params = params.model_dump()
+    given, defaults = params or {}, RetrainParams()
+    fields = ("algorithm", "start_policy", "recent_days", "updates")
+    value = {k: given.get(k) or getattr(defaults, k) for k in fields}
+    return "retrain-{algorithm}-from-{start_policy}-{recent_days}d-{updates}-updates".format(**value)
+
+
+def _run_name() -> str:
+    from prefect.runtime import flow_run
+
+    return run_name(flow_run.get_parameters().get("params"))
+
+
+@flow(name="retrain", flow_run_name=_run_name)
 def retrain(params: RetrainParams | None = None) -> dict[str, Any]:
     """Fine-tune a version (default `champion`) on recent shards, publish, evaluate, promote if better.
 

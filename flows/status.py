@@ -30,8 +30,12 @@ def _percent(value: str | float | None) -> str:
 def status_report(store_uri: str | None = None, versions: int = 5) -> str:
     lines = []
     registry = PolicyRegistry()
-    known = registry.versions()
     champion = registry.resolve(CHAMPION)
+    # The curve before the versions' tags: an evaluation tags its version before it adds the curve
+    # point, so every version on the curve read here has its held-out tag below (read the other way
+    # round, a version scored in between showed "held-out -" above a curve that had it).
+    curve = _curve_lines(registry, champion)
+    known = registry.versions()
     # A server URI may carry a password (https://user:pw@host): every URI shown goes through redact.
     lines.append(
         f"Policy '{registry.name}' at {redact(registry.settings.tracking_uri)}: {len(known)} versions"
@@ -77,7 +81,7 @@ def status_report(store_uri: str | None = None, versions: int = 5) -> str:
             "",
             f"Last evaluation: {runs[0].info.run_name}: held-out success {_percent(metrics.get('heldout_success'))}",
         ]
-    lines += _curve_lines(registry, champion)
+    lines += curve
     learners = registry.client.search_runs(
         [registry.experiment_id()],
         "tags.role = 'learner'",

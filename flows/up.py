@@ -5,8 +5,8 @@
 - an MLflow tracking server that proxies artifacts into the same bucket (`s3://<bucket>/mlflow`), so
   clients need only its URL, as with a real team server;
 - a Prefect server (its own PREFECT_HOME under the run folder);
-- both servers on SQLite files in the run folder, or (`database="postgres"`) on PostgreSQL: a server
-  of the stack's own or DISTRL_POSTGRES_URL's (flows/postgres.py);
+- both servers on PostgreSQL (a server of the stack's own or DISTRL_POSTGRES_URL's, flows/postgres.py)
+  or on SQLite files in the run folder; the default (`auto`) takes PostgreSQL where it can;
 then creates the process work pools named in prefect.yaml, runs `prefect --no-prompt deploy --all`
 and starts one process worker per pool with the variables a machine of that role needs. `stop()`
 ends every process it started, their flow runs included. The integration test uses the same class.
@@ -69,6 +69,7 @@ class Stack:
         self.evaluator_run_id: str | None = None  # the continuous evaluator's flow run, once started
         self.mlflow_runs_url = ""  # the experiment's runs table, once MLflow answers
         self.database: postgres.Server | None = None  # PostgreSQL of both servers, once it answers
+        self.database_note = ""  # why `database="auto"` chose SQLite
 
     # ----- addresses and environment --------------------------------------------------------------
     def url(self, name: str) -> str:
@@ -121,7 +122,7 @@ class Stack:
         started = time.monotonic()
         self._prepare_run_dir()
         try:
-            database = postgres.plan(self.run_dir) if self.config.database == "postgres" else None
+            database = self._plan_database()
             self._launch("s3")
             if database is not None:
                 self._start_database(database, started)
@@ -148,6 +149,13 @@ class Stack:
             raise
         self.timings["total_s"] = time.monotonic() - started
         return self
+
+    def _plan_database(self) -> postgres.Server | postgres.LocalPostgres | None:
+        """PostgreSQL's plan, or None for SQLite (`auto` says why in `database_note`)."""
+        if self.config.database == "auto":
+            planned, self.database_note = postgres.plan_default(self.run_dir)
+            return planned
+        return postgres.plan(self.run_dir) if self.config.database == "postgres" else None
 
     def _start_database(self, planned: postgres.Server | postgres.LocalPostgres, started: float) -> None:
         self.database, proc = postgres.start_database(

@@ -52,10 +52,11 @@ class UpConfig(BaseModel):
         pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
         description="S3 bucket of the store and the MLflow artifacts.",
     )
-    database: Literal["sqlite", "postgres"] = Field(
-        "sqlite",
-        description="Database of the Prefect and MLflow servers: SQLite files in the folder, or PostgreSQL "
-        "(a server of the stack's own, or DISTRL_POSTGRES_URL's), which has no `database is locked`.",
+    database: Literal["auto", "sqlite", "postgres"] = Field(
+        "auto",
+        description="Database of the Prefect and MLflow servers: PostgreSQL (a server of the stack's own, "
+        "or DISTRL_POSTGRES_URL's), which has no `database is locked`, or SQLite files in the folder; "
+        "`auto`: PostgreSQL when DISTRL_POSTGRES_URL is set or its programs are installed, else SQLite.",
     )
     ui: bool = Field(True, description="Serve the Prefect UI (the test turns it off: faster start).")
     deploy: bool = Field(True, description="Run `prefect deploy --all` from project_dir.")

@@ -40,7 +40,8 @@ def database_text(stack: Stack, rel: Path) -> str:
     """Where both servers keep their data; never the password (the servers got it as PGPASSWORD)."""
     server = stack.database
     if server is None:
-        return f"SQLite ({rel}/prefect/prefect.db, {rel}/mlflow.db)"
+        note = f"; {stack.database_note}" if stack.database_note else ""
+        return f"SQLite ({rel}/prefect/prefect.db, {rel}/mlflow.db){note}"
     where = "started by this stack" if "postgres" in stack.procs else "DISTRL_POSTGRES_URL"
     return (
         f"PostgreSQL {server.host}:{server.port} ({where}) as {server.user}: databases "

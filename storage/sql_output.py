@@ -1,7 +1,7 @@
 """Writing query results as a table, CSV, JSON lines or Parquet.
 
 The table is for a terminal: control characters in the data (an ESC sequence can retitle or clear
-the terminal) are shown escaped, as `\x1b`. CSV, JSON and Parquet are the data, unchanged (JSON
+the terminal) are shown escaped, as `\x1b`, and floats to 4 significant digits. CSV, JSON and Parquet are the data, unchanged (JSON
 escapes control characters by its own rules; CSV keeps them, quoted where needed).
 """
 
@@ -36,7 +36,7 @@ def _escaped(char: str) -> str:
 
 def format_table(table: pa.Table, max_rows: int = 50) -> str:
     """A plain aligned text table; binary cells show their size, long text is cut, control
-    characters are escaped."""
+    characters are escaped, floats shown to 4 significant digits."""
     names = [escape_control(n) for n in table.column_names]
     rows = [[_cell(v) for v in row.values()] for row in table.slice(0, max_rows).to_pylist()]
     widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
@@ -52,10 +52,18 @@ def format_table(table: pa.Table, max_rows: int = 50) -> str:
 def _cell(value: object) -> str:
     if isinstance(value, bytes):
         return f"<{len(value)} bytes>"
-    text = "NULL" if value is None else str(value)
+    text = "NULL" if value is None else _float_text(value) if isinstance(value, float) else str(value)
     # Escaped after a first cut: a huge cell is not scanned whole for 60 characters.
     text = escape_control(text[:61].replace("\n", " "))
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _float_text(value: float) -> str:
+    """A float as a person reads it: 4 significant digits (0.4487, 12.35), whole numbers from 10,000
+    up (no exponent for a count or a rate per hour); CSV, JSON and Parquet keep every digit."""
+    if 1e4 <= abs(value) < 1e15:
+        return f"{value:.0f}"
+    return f"{value:.4g}"
 
 
 def write_result(table: pa.Table, fmt: str, out: Path | None, *, max_rows: int = 50) -> None:

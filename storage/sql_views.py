@@ -191,7 +191,8 @@ def _create_views(
     con: duckdb.DuckDBPyConnection, store: Store, shards: list[str], hosts: dict[str, str | None]
 ) -> None:
     # `shard_rows` carries each row's file name, for the `shards` view and to count a copied
-    # episode once; `steps` (views.sql) is it without that column, exactly the schema's columns.
+    # episode once; `steps` (views.sql) is it without that column: the schema's columns, plus
+    # `family` (the name every other view uses).
     # Every path is a plain file name: `unreadable_reason` left out those DuckDB reads as a glob.
     if shards:
         source = con.read_parquet([store.url(p) for p in shards], hive_partitioning=False, filename=True)

@@ -9,6 +9,8 @@ rule compares a challenger with the champion on the same episodes
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
@@ -23,9 +25,17 @@ from distrl_core.learner.evaluation import (
 )
 from distrl_core.policy import load_policy
 from storage.registry import CHAMPION, PolicyRegistry
-from tasks import heldout_curve
+from tasks import curve_links, heldout_curve
 from tasks.mlflow_metrics import log_metrics, start_tracked_run
 from tasks.retry import only_transient
+
+# MLflow's search grammar has no bound parameters: the version is an int, the protocol a
+# `protocol_name` (no quotes).
+EVALUATION_RUNS = (
+    "tags.role = 'evaluation' and tags.policy_version = '{version}' and params.protocol = '{protocol}'"
+)
+if TYPE_CHECKING:
+    from mlflow.entities import Run
 
 HELDOUT_TAG = "heldout_success"
 PROTOCOL_TAG = "heldout_protocol"
@@ -183,6 +193,66 @@ def record_evaluation(
     """
     registry = PolicyRegistry()
     version = report["version"]
+    # The same protocol plays the same episodes: a version scored so already (the continuous
+    # evaluator and a retrain both score new versions) keeps its one MLflow run.
+    if evaluation_run(registry, version, report["protocol"]) is None:
+        _log_evaluation_run(registry, report, min_improvement)
+    _tag_scores(registry, report)
+
+    champion, champion_scores = champion_outcomes(registry, report)
+    promoted, diff = beats_with_confidence(
+        outcomes_from_text(report["outcomes"]), champion_scores, margin=min_improvement
+    )
+    if champion == version:
+        promoted = False
+    if promoted:
+        registry.set_alias(CHAMPION, version)
+    comparison = _comparison_text(champion, diff, promoted, version)
+    curve, points = (
+        _add_to_curve(registry, report, training_run, starting_version) if add_to_curve else ("", [])
+    )
+    now_champion = version if promoted else champion
+    get_run_logger().info(
+        "policy v%d on %s: %.1f%% held-out success (95%% CI %.1f%%-%.1f%%, %d episodes; %s); %s",
+        version,
+        report["protocol"],
+        100 * report["success"],
+        100 * report["ci_low"],
+        100 * report["ci_high"],
+        report["episodes"],
+        ", ".join(f"{f} {100 * r:.1f}%" for f, r in report["families"].items()),
+        comparison,
+    )
+    create_markdown_artifact(
+        report_markdown(report) + f"\n\n{comparison}",
+        key=f"evaluation-v{version}",
+        description="held-out success of a policy version",
+    )
+    if points:
+        curve_run = registry.client.get_run(curve)
+        create_table_artifact(
+            heldout_curve.curve_table(points, now_champion),
+            key="heldout-learning-curve",
+            description="held-out success by policy version, minutes since the learner started and env "
+            f"steps (in MLflow: {curve_links.link_markdown(registry, curve_run)})",
+        )
+        curve_links.link_curve(registry, curve_run)
+    return promoted
+
+
+def evaluation_run(registry: PolicyRegistry, version: int, protocol: str) -> Run | None:
+    """The newest MLflow run of `version` evaluated under `protocol`, if any."""
+    found = registry.client.search_runs(
+        [registry.experiment_id()],
+        EVALUATION_RUNS.format(version=int(version), protocol=protocol.replace("'", "")),
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    return found[0] if found else None
+
+
+def _log_evaluation_run(registry: PolicyRegistry, report: dict, min_improvement: float) -> None:
+    version = report["version"]
     run_id = start_tracked_run(
         registry,
         f"evaluate-v{version}",
@@ -202,52 +272,16 @@ def record_evaluation(
     log_metrics(registry, run_id, metrics, step=version)
     registry.client.log_dict(run_id, report, "evaluation.json")
     registry.client.set_terminated(run_id)
-    _tag_scores(registry, report)
-
-    champion, champion_scores = champion_outcomes(registry, report)
-    promoted, diff = beats_with_confidence(
-        outcomes_from_text(report["outcomes"]), champion_scores, margin=min_improvement
-    )
-    if champion == version:
-        promoted = False
-    if promoted:
-        registry.set_alias(CHAMPION, version)
-    comparison = _comparison_text(champion, diff, promoted, version)
-    points = _add_to_curve(registry, report, training_run, starting_version) if add_to_curve else []
-    now_champion = version if promoted else champion
-    get_run_logger().info(
-        "policy v%d on %s: %.1f%% held-out success (95%% CI %.1f%%-%.1f%%, %d episodes; %s); %s",
-        version,
-        report["protocol"],
-        100 * report["success"],
-        100 * report["ci_low"],
-        100 * report["ci_high"],
-        report["episodes"],
-        ", ".join(f"{f} {100 * r:.1f}%" for f, r in report["families"].items()),
-        comparison,
-    )
-    create_markdown_artifact(
-        report_markdown(report) + f"\n\n{comparison}",
-        key=f"evaluation-v{version}",
-        description="held-out success of a policy version",
-    )
-    if points:
-        create_table_artifact(
-            heldout_curve.curve_table(points, now_champion),
-            key="heldout-learning-curve",
-            description="held-out success by policy version, minutes since the learner started and env "
-            "steps (the MLflow run 'held-out curve of <training run>')",
-        )
-    return promoted
 
 
 def _add_to_curve(
     registry: PolicyRegistry, report: dict, training_run: str | None, starting_version: bool
-) -> list[heldout_curve.CurvePoint]:
+) -> tuple[str, list[heldout_curve.CurvePoint]]:
+    """The curve run the version's point went to, and the curve's points ("" and none without one)."""
     version = int(report["version"])
     run = training_run or heldout_curve.training_run_of(registry, version)
     if run is None:
-        return []
+        return "", []
     seconds, env_steps = heldout_curve.axes_of(registry.tags(version), starting_version=starting_version)
     curve = heldout_curve.log_point(registry, report, training_run=run, seconds=seconds, env_steps=env_steps)
-    return heldout_curve.read_curve(registry, curve)
+    return curve, heldout_curve.read_curve(registry, curve)

@@ -20,7 +20,7 @@ from distrl_core.learner.evaluation import HELDOUT_SEED, outcomes_from_text, wil
 from storage.registry import PolicyRegistry
 from tasks import heldout_curve
 from tasks.bounds import MAX_MINUTES, MAX_SECONDS, MAX_THREADS, Family, Split
-from tasks.evaluation import OUTCOMES_TAG, PROTOCOL_TAG, protocol_name
+from tasks.evaluation import OUTCOMES_TAG, PROTOCOL_TAG, evaluation_run, protocol_name
 
 log = logging.getLogger(__name__)
 
@@ -84,20 +84,38 @@ def newest_scored(tags: dict[int, dict[str, str]], protocol: str) -> int | None:
     return max(scored) if scored else None
 
 
-def report_from_tags(version: int, tags: dict[str, str], protocol: str) -> dict | None:
-    """A scored version's overall result rebuilt from its tags (for a curve's starting point)."""
+def report_from_tags(
+    version: int, tags: dict[str, str], protocol: str, registry: PolicyRegistry | None = None
+) -> dict | None:
+    """A scored version's result rebuilt from its tags (for a curve's starting point); with
+    `registry`, its per-family rates too, from the version's evaluation run under `protocol`."""
     if tags.get(PROTOCOL_TAG) != protocol or OUTCOMES_TAG not in tags:
         return None
     outcomes = outcomes_from_text(tags[OUTCOMES_TAG])
     low, high = wilson_interval(sum(outcomes), len(outcomes))
+    run = evaluation_run(registry, version, protocol) if registry is not None else None
+    families, family_ci = family_scores(run.data.metrics if run is not None else {})
     return {
         "version": version,
         "protocol": protocol,
         "success": sum(outcomes) / max(1, len(outcomes)),
         "ci_low": low,
         "ci_high": high,
-        "families": {},
+        "families": families,
+        "family_ci": family_ci,
     }
+
+
+def family_scores(metrics: dict[str, float]) -> tuple[dict[str, float], dict[str, tuple[float, float]]]:
+    """Per-family rates and intervals from an evaluation run's metrics (`heldout_success_<family>`)."""
+    prefix = "heldout_success_"
+    families = {k.removeprefix(prefix): v for k, v in metrics.items() if k.startswith(prefix)}
+    nan = float("nan")
+    family_ci = {
+        f: (metrics.get(f"heldout_ci_low_{f}", nan), metrics.get(f"heldout_ci_high_{f}", nan))
+        for f in families
+    }
+    return families, family_ci
 
 
 def start_point_logged(registry: PolicyRegistry, training_run: str, protocol: str, version: int) -> bool:

@@ -23,6 +23,8 @@ from tasks.retry import with_retries
 CURVE_ROLE = "learning_curve"
 CURVE_KEYS = ("heldout_success", "heldout_ci_low", "heldout_ci_high")
 X_AXES = ("policy_version", "seconds_since_learner_start", "env_steps")
+# Training runs that fine-tune on stored shards rather than learn while collecting (tasks/retrain.py).
+RETRAINING_ROLES = ("retrain",)
 # Version tags the learner writes when it publishes (tasks/learner.publish_policy).
 SECONDS_TAG = "seconds_since_learner_start"
 ENV_STEPS_TAG = "env_steps"
@@ -95,6 +97,7 @@ def curve_run(registry: PolicyRegistry, training_run: str, protocol: str) -> str
             "protocol": protocol,
             "training_run": training_run,
             "training_run_name": name,
+            "training_role": source.data.tags.get("role", ""),
         },
         params={
             "model": registry.name,
@@ -145,15 +148,19 @@ def read_curve(registry: PolicyRegistry, run_id: str) -> list[CurvePoint]:
     ]
 
 
-def latest_curve_run(registry: PolicyRegistry) -> str | None:
-    """The curve run of the newest training run (what `distrl status` shows)."""
+def latest_curve_run(registry: PolicyRegistry, recent: int = 50) -> str | None:
+    """The curve run of the newest training run that collects as it learns (what `distrl status`
+    shows): a retrain's curve (its parent and its candidate, no env steps) only when no other exists
+    among the `recent` newest curves."""
     found = registry.client.search_runs(
         [registry.experiment_id()],
         f"tags.role = '{CURVE_ROLE}'",
         order_by=["attributes.start_time DESC"],
-        max_results=1,
+        max_results=recent,
     )
-    return found[0].info.run_id if found else None
+    learning = [r for r in found if r.data.tags.get("training_role") not in RETRAINING_ROLES]
+    chosen = (learning or found)[:1]
+    return chosen[0].info.run_id if chosen else None
 
 
 def curve_table(points: list[CurvePoint], champion: int | None) -> list[dict]:

@@ -2,10 +2,15 @@
 wants, and the experiment tags they rely on.
 
 What MLflow 3.17's UI reads (its JS bundle, not its docs):
-- Which view an experiment opens in comes from the `workflowType` URL parameter, else from the
-  browser's localStorage, else "genai" (the GenAI overview: traces, "Detect Issues"). The
-  `mlflow.experimentKind` tag is no longer read once that switch exists, so every URL carries
-  `workflowType=machine_learning`.
+- Which view a page opens in comes from the `workflowType` URL parameter, else from the
+  browser's localStorage (`mlflow.workflowType_v1`), else "genai" (the GenAI overview: traces,
+  "Detect Issues"; run pages titled "Evaluations"; no Model registry in the sidebar). The
+  `mlflow.experimentKind` tag is read only by the experiment's landing redirect
+  (`#/experiments/<id>`), so every URL the project prints or links carries
+  `workflowType=machine_learning`. MLflow's own links (a run's name in the runs table, the
+  sidebar) drop the parameter, and no server-side setting or tag of 3.17 changes the stored
+  choice: only the sidebar's "GenAI / Model training" switch writes it (on a page whose URL does
+  not already say which), and from then on every page of that browser stays in the classic view.
 - The runs table shows the columns of the browser's saved view, by default none of the metrics.
   A shared view is the one server-side way to choose them: the experiment tag
   `mlflow.sharedViewState.<key>` holds the view as JSON and `viewStateShareKey=<key>` applies it.

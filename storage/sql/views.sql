@@ -9,8 +9,10 @@ SELECT r.* FROM shard_rows r
 SEMI JOIN (SELECT episode_id, min(filename) AS filename FROM shard_rows GROUP BY episode_id) f
     ON r.episode_id = f.episode_id AND r.filename = f.filename;
 
+-- The task family is `family` in every view, and `task_family` (the schema's name) too in `steps`
+-- and `episodes`, for queries written either way.
 CREATE OR REPLACE VIEW steps AS
-SELECT * EXCLUDE (filename) FROM step_rows;
+SELECT * EXCLUDE (filename), task_family AS family FROM step_rows;
 
 CREATE OR REPLACE VIEW episodes AS
 SELECT
@@ -22,6 +24,7 @@ SELECT
     any_value(env_kind) AS env_kind,
     any_value(task_id) AS task_id,
     any_value(task_family) AS family,
+    any_value(task_family) AS task_family,
     any_value(instruction) AS instruction,
     -- 1/0 rather than BOOLEAN so that avg(success) is the success rate
     bool_or(episode_success)::INTEGER AS success,

@@ -151,3 +151,37 @@ def test_the_mlflow_urls_printed_open_the_runs_table_with_metric_columns(ui_stac
     assert "learner" in body and "Runs" in body
     assert not [text for text in GENAI_ONLY if text in body], body[:1500]
     page.close()
+
+
+def test_the_heldout_curve_artifact_reads_whole_and_links_mlflow(ui_stack: Stack, browser) -> None:
+    """The table artifact's description as Prefect renders it: not cut at a would-be HTML tag, with
+    the MLflow curve run as a link that opens in the model-training view."""
+    from playwright.sync_api import expect
+
+    from tests.flows.test_evaluation_records import _record, _report
+
+    with client_env(ui_stack):
+        from storage.registry import PolicyRegistry
+
+        registry = PolicyRegistry()
+        learner = registry.start_run("learner", tags={"role": "learner"})
+        with tempfile.TemporaryDirectory() as tmp:
+            from distrl_core.policy import save_policy
+            from distrl_core.policy.config import PolicyConfig
+            from distrl_core.policy.model import Policy
+
+            path = save_policy(Policy.create(PolicyConfig()), Path(tmp) / "policy")
+            version = registry.publish(path, run_id=learner)
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        with temporary_settings({PREFECT_API_URL: ui_stack.prefect_api_url}):
+            _record([_report(version, "0110")], training_run=learner)
+
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page.goto(ui_stack.url("prefect") + "/artifacts/key/heldout-learning-curve")
+    link = page.get_by_role("link", name=re.compile(r"held-out curve of learner"))
+    expect(link.first).to_be_visible(timeout=WAIT_MS)
+    assert "(the MLflow run 'held-out curve of '" not in page.inner_text("body")
+    href = link.first.get_attribute("href") or ""
+    assert href.startswith(ui_stack.url("mlflow")) and "workflowType=machine_learning" in href
+    page.close()
