@@ -101,7 +101,9 @@ def test_every_function_a_test_replaces_is_named_in_the_testing_docs() -> None:
         for file, target, name in sorted(replaced)
         if file not in readme or name not in readme
     ]
-    assert replaced and not missing, f"docs/architecture.md's Testing approach does not name what these tests replace: {missing}"
+    assert replaced and not missing, (
+        f"docs/architecture.md's Testing approach does not name what these tests replace: {missing}"
+    )
 
 
 def test_the_distrl_up_recipe_is_the_one_it_prints(tmp_path: Path) -> None:
