@@ -12,6 +12,8 @@ import hashlib
 import json
 from pathlib import Path
 
+from storage.policy_mlflow import MLFLOW_FILES
+
 __all__ = [
     "MANIFEST",
     "PolicyIntegrityError",
@@ -39,10 +41,13 @@ def file_digest(path: Path) -> str:
 
 
 def _files(directory: Path) -> list[str]:
+    """The policy's own files: not the manifest, nor the MLflow model files written after it (each
+    publish writes them anew, and the MLmodel records the manifest's digest itself)."""
+    skipped = {MANIFEST, *MLFLOW_FILES}
     return sorted(
         p.relative_to(directory).as_posix()
         for p in directory.rglob("*")
-        if p.is_file() and p.relative_to(directory).as_posix() != MANIFEST
+        if p.is_file() and p.relative_to(directory).as_posix() not in skipped
     )
 
 

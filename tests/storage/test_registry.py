@@ -65,6 +65,25 @@ def test_a_fetch_that_loses_the_race_to_another_thread_uses_the_winners_copy(tmp
     assert [p.name for p in (registry.cache / registry.name).iterdir()] == ["1"]  # no temp dir left
 
 
+def test_a_version_published_again_from_a_fetched_copy_is_intact(tmp_path: Path) -> None:
+    """A fetched version folder holds the MLflow model files of its own publish; publishing it as a
+    new version (an evaluator test, a retrain from the champion) writes them anew, outside the
+    manifest, so the new version's files still hash as recorded."""
+    registry = _registry(tmp_path)
+    run = registry.start_run("learner")
+    first = registry.publish(_version_dir(tmp_path, "one"), run_id=run)
+    copy = registry.fetch(first).path
+    assert (copy / "MLmodel").is_file()
+    second = registry.publish(copy, run_id=run)
+    fresh = PolicyRegistry(
+        RegistrySettings(
+            tracking_uri=f"sqlite:///{tmp_path}/mlflow.db", cache_dir=str(tmp_path / "other-cache")
+        )
+    )
+    assert (fresh.fetch(second).path / "MLmodel").is_file()  # PolicyIntegrityError before the fix
+    assert fresh.fetch(first).path.is_dir()
+
+
 def test_latest_is_reserved_and_errors_name_the_fix(tmp_path: Path) -> None:
     registry = _registry(tmp_path)
     with pytest.raises(ValueError, match="reserved"):
