@@ -50,6 +50,11 @@ class FrozenStateCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def __deepcopy__(self, memo: dict[int, object]) -> FrozenStateCache:
+        """The process's one cache: a copied policy (each collector thread acts on its own copy)
+        shares it; its keys carry the frozen weights' identity, so sharing is safe."""
+        return self
+
     def get(self, identity: str, text: str) -> torch.Tensor | None:
         with self._lock:
             value = self._entries.get((identity, text))

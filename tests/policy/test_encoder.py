@@ -119,6 +119,18 @@ def test_save_then_load_gives_identical_log_probs(policy, steps, tmp_path):
 
 
 @pytest.mark.slow  # loads the 23 M-parameter base
+def test_a_copy_for_a_collector_thread_shares_the_cache_and_acts_alike(policy, steps):
+    """Collectors act on deep copies of a loaded version (tasks/policy_cache.py): the copy must be
+    possible (the cache holds a lock) and read the same process-wide cache."""
+    import copy
+
+    clone = copy.deepcopy(policy)
+    assert clone.model.cache is policy.model.cache
+    with torch.no_grad():
+        assert torch.equal(clone.evaluate_steps(steps)["logp"], policy.evaluate_steps(steps)["logp"])
+
+
+@pytest.mark.slow  # loads the 23 M-parameter base
 def test_cached_frozen_states_equal_recomputed_ones(policy, steps):
     from distrl_core.policy.encoder_scoring import encoder_step
 
