@@ -102,7 +102,8 @@ def _configure_demo(_: argparse.Namespace) -> None:
     from flows.demo import run_demo
     from flows.embedded import configure_embedded
 
-    configure_embedded(inspect.signature(run_demo).parameters["root"].default, quiet=True)
+    # Settings only: run_demo empties the home, then configures it again and starts it.
+    configure_embedded(inspect.signature(run_demo).parameters["root"].default, quiet=True, first_start=False)
 
 
 def _configure_home(early: argparse.Namespace) -> None:

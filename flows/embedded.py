@@ -22,8 +22,13 @@ FIRST_START_LOCK = ".first-start.lock"
 FIRST_START_DONE = ".first-start"  # + .prefect / .mlflow: the version that created it
 
 
-def configure_embedded(root: str | Path = ".distrl", *, quiet: bool = False, prefect: bool = True) -> Path:
-    """`prefect`: the command runs flows (its first start on a home also creates Prefect's database)."""
+def configure_embedded(
+    root: str | Path = ".distrl", *, quiet: bool = False, prefect: bool = True, first_start: bool = True
+) -> Path:
+    """`prefect`: the command runs flows (its first start on a home also creates Prefect's database).
+    `first_start=False`: settings only; no database is opened (the demo empties its home after the
+    parser configured it, and MLflow keeps its engine per URI: one opened before would point at a
+    deleted file)."""
     root = Path(root).resolve()
     (root / "prefect").mkdir(parents=True, exist_ok=True)
     defaults = {
@@ -48,7 +53,8 @@ def configure_embedded(root: str | Path = ".distrl", *, quiet: bool = False, pre
     for key, value in defaults.items():
         os.environ.setdefault(key, value)
     _tie_prefect_server_to_this_process()
-    _first_start(root, prefect=prefect)
+    if first_start:
+        _first_start(root, prefect=prefect)
     return root
 
 
