@@ -29,7 +29,7 @@ from distrl_core.policy.candidates import Candidate
 from distrl_core.policy.encoder import EncoderBackbone
 from distrl_core.policy.parts import ActingParts
 from distrl_core.policy.prompt import SEPARATOR, scoring_segments
-from distrl_core.policy.scoring import ScoredSteps
+from distrl_core.policy.scoring import ScoredSteps, sample_actions
 from distrl_core.policy.tokenizer import FLAG_MATCH, FLAG_OTHER, shares_words
 from distrl_core.policy.types import ActOutput, StepInput
 
@@ -154,28 +154,7 @@ def act_encoder(
     parts: ActingParts, observations: Sequence[Observation], *, greedy: bool, generator: torch.Generator
 ) -> list[ActOutput]:
     steps = _steps(parts, [(o.instruction, o.ui_text, o.previous_actions) for o in observations])
-    scored = score_encoder_steps(parts, steps)
-    log_probs = scored.log_probs.cpu()
-    if greedy:
-        choices = log_probs.argmax(dim=-1)
-    else:
-        choices = torch.multinomial(log_probs.exp(), 1, generator=generator).squeeze(-1)
-    outputs = []
-    for i, step in enumerate(steps):
-        k = int(choices[i])
-        candidate = step.candidates[k]
-        outputs.append(
-            ActOutput(
-                raw_text=candidate.action_text,
-                action=candidate.action,
-                logprob=float(log_probs[i, k]),
-                token_count=int(scored.span_lengths[i, k]),
-                entropy=float(scored.entropy[i]),
-                value=float(scored.values[i]),
-                extras={"candidates": len(step.candidates), "choice": k, "candidate_text": candidate.text},
-            )
-        )
-    return outputs
+    return sample_actions([s.candidates for s in steps], score_encoder_steps(parts, steps), greedy, generator)
 
 
 def evaluate_encoder(parts: ActingParts, steps: Sequence[StepInput]) -> dict[str, torch.Tensor]:

@@ -189,16 +189,22 @@ def act_scoring(
     parts: ActingParts, observations: Sequence[Observation], *, greedy: bool, generator: torch.Generator
 ) -> list[ActOutput]:
     encoded = [parts.encode(o.instruction, o.ui_text, o.previous_actions) for o in observations]
-    scored = score_steps(parts, encoded)
-    log_probs = scored.log_probs.cpu()
+    return sample_actions([e.candidates for e in encoded], score_steps(parts, encoded), greedy, generator)
+
+
+def sample_actions(
+    candidates: Sequence[Sequence[Any]], scored: ScoredSteps, greedy: bool, generator: torch.Generator
+) -> list[ActOutput]:
+    """One action per step from its candidates' scores: the most likely (`greedy`) or a sample."""
+    log_probs = scored.log_probs.cpu()  # (B, K)
     if greedy:
         choices = log_probs.argmax(dim=-1)
     else:
         choices = torch.multinomial(log_probs.exp(), 1, generator=generator).squeeze(-1)
     outputs = []
-    for i, e in enumerate(encoded):
+    for i, step_candidates in enumerate(candidates):
         k = int(choices[i])
-        candidate = e.candidates[k]
+        candidate = step_candidates[k]
         outputs.append(
             ActOutput(
                 raw_text=candidate.action_text,
@@ -207,7 +213,7 @@ def act_scoring(
                 token_count=int(scored.span_lengths[i, k]),
                 entropy=float(scored.entropy[i]),
                 value=float(scored.values[i]),
-                extras={"candidates": len(e.candidates), "choice": k, "candidate_text": candidate.text},
+                extras={"candidates": len(step_candidates), "choice": k, "candidate_text": candidate.text},
             )
         )
     return outputs
