@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import logging
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +16,7 @@ from distrl_core.policy.config import PolicyConfig
 from distrl_core.policy.model import Policy
 from flows.collect import NoPolicyVersion, collect
 from storage.registry import PolicyRegistry
-from tasks.collector import CollectorParams, poll_policy_version
+from tasks.collector import CollectorParams, CollectorSession, poll_policy_version
 
 WAITING = "no policy version yet"
 
@@ -51,37 +49,36 @@ def test_waiting_for_the_first_version_is_said_once_a_minute(
     assert lines == polls > 5
 
 
-def _publish_untrained_policy_after(seconds: float) -> threading.Thread:
-    """Version 1 published `seconds` from now, as a slow warm start would."""
-
-    def publish() -> None:
-        time.sleep(seconds)
-        registry = PolicyRegistry()
-        with tempfile.TemporaryDirectory() as tmp:
-            path = save_policy(Policy.create(PolicyConfig()), Path(tmp) / "policy")
-            registry.publish(path, run_id=registry.start_run("warm-start"))
-
-    thread = threading.Thread(target=publish, name="slow-warm-start")
-    thread.start()
-    return thread
+def _publish_untrained_policy() -> None:
+    """Version 1, as a slow warm start would publish it."""
+    registry = PolicyRegistry()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = save_policy(Policy.create(PolicyConfig()), Path(tmp) / "policy")
+        registry.publish(path, run_id=registry.start_run("warm-start"))
 
 
 def test_the_wait_for_version_1_is_not_part_of_the_collecting_budget(
     embedded_home: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # The budget (0.6 s) runs out long before version 1 appears (after 3 s): counted from the
-    # start, the collector would end Completed with 0 episodes.
+    # Version 1 appears at the 40th poll, after at least 39 waits of 50 ms (the wait is counted in
+    # polls, not wall time, so a loaded machine cannot shorten it); the budget (0.6 s) would have
+    # run out long before: counted from the start, the collector would end Completed with 0 episodes.
+    polls: list[int] = []
+
+    def poll_then_publish(session: CollectorSession) -> int | None:
+        polls.append(1)
+        if len(polls) == 40:
+            _publish_untrained_policy()
+        return poll_policy_version(session)
+
     monkeypatch.setattr(flows.collect, "POLL_WAIT_S", 0.05)
-    publisher = _publish_untrained_policy_after(3.0)
-    try:
-        with caplog.at_level(logging.INFO, logger="prefect.flow_runs"):
-            result = collect(
-                CollectorParams(num_envs=1, episodes_per_batch=2, max_minutes=0.01, family="general")
-            )
-    finally:
-        publisher.join()
+    monkeypatch.setattr(flows.collect, "poll_policy_version", poll_then_publish)
+    with caplog.at_level(logging.INFO, logger="prefect.flow_runs"):
+        result = collect(
+            CollectorParams(num_envs=1, episodes_per_batch=2, max_minutes=0.01, family="general")
+        )
     assert result["episodes"] >= 2, result
     started = [r.getMessage() for r in caplog.records if "budget (max_minutes) starts now" in r.getMessage()]
     assert len(started) == 1 and started[0].startswith("collecting with version 1 after "), started
     waited = float(started[0].split(" after ")[1].split(" s ")[0])
-    assert waited >= 2.0, started
+    assert waited >= 1.5 and len(polls) >= 40, (started, len(polls))
