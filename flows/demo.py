@@ -75,6 +75,10 @@ def run_demo(params: TrainLocalParams | None = None, root: str = ".distrl/demo")
         "in_distribution_warm_start": warm.get("in_distribution", {}).get("success"),
         "in_distribution_final": final.get("in_distribution", {}).get("success"),
         "final_version": final["version"],
+        "base": params.base,
+        # per-task success, for where held-out success goes (bench/heldout_words.py)
+        "heldout_tasks_warm_start": warm.get("tasks"),
+        "heldout_tasks_final": final.get("tasks"),
         "heldout_curve": curve,
         "evaluator": result.get("evaluator"),
         "learner": result.get("learner"),
