@@ -10,7 +10,7 @@ from typing import get_args
 import pytest
 from pydantic import ValidationError
 
-from distrl_core.envs.simdroid.tasks import FAMILIES, SPLITS
+from distrl_core.envs.simdroid.tasks import FAMILIES, SPLIT_CHOICES
 from flows.cli import main as cli
 from tasks.bounds import Family, Split
 
@@ -93,4 +93,4 @@ def test_deployments_validate_parameters_against_the_models() -> None:
 
 
 def test_the_choices_are_the_task_sets() -> None:
-    assert get_args(Family) == FAMILIES and get_args(Split) == SPLITS
+    assert get_args(Family) == FAMILIES and get_args(Split) == SPLIT_CHOICES
