@@ -28,7 +28,7 @@ HUGE = "99999999999999999999999"
         (["retrain", "--recent-days", "99999999999999999999"], ["--recent-days", "<= 3660"]),
         (["retrain", "--updates", HUGE], ["--updates", "<="]),
         (["retrain", "--family", "bogusfam"], ["--family", "webshop"]),
-        (["retrain", "--split", "validation"], ["--split", "test"]),
+        (["retrain", "--split", "heldout"], ["--split", "validation_words"]),
         (["up", "--bucket", "Not_A_Bucket"], ["--bucket"]),
     ],
 )
@@ -57,7 +57,7 @@ def _params():
     [
         ("CollectorParams", "num_envs", 10**22),
         ("CollectorParams", "family", "bogusfam"),
-        ("CollectorParams", "split", "validation"),
+        ("CollectorParams", "split", "heldout"),
         ("CollectorParams", "env_kind", "emulator"),
         ("CollectorParams", "adb_port", 70000),
         ("CollectorParams", "max_minutes", 0),
