@@ -53,13 +53,15 @@ def test_an_unknown_split_names_every_valid_one() -> None:
     with pytest.raises(ValueError) as raised:
         load_tasks("general", "validaton_words")
     assert all(repr(name) in str(raised.value) for name in SPLIT_CHOICES)
-    assert SPLIT_CHOICES == ("train", "test", *SELECTIONS)
+    assert ("train", "test", *SELECTIONS) == SPLIT_CHOICES
 
 
 def test_an_environment_samples_from_a_selection() -> None:
     with pytest.raises(ValueError, match="validation_words"):
         SimDroidEnvConfig(split="valid")
-    env = SimDroidEnv(SimDroidEnvConfig(family="general", split="validation_words", screenshots=False, seed=3))
+    env = SimDroidEnv(
+        SimDroidEnvConfig(family="general", split="validation_words", screenshots=False, seed=3)
+    )
     held = _ids(load_tasks("general", "validation_words"))
     seen = set()
     for _ in range(20):
@@ -76,7 +78,7 @@ def test_collectors_evaluators_and_warm_starts_take_the_selections_that_make_sen
         EvaluatorParams(split="heldout")  # type: ignore[arg-type]
     assert WarmStartConfig(split="fit_words").split == "fit_words"
     for held_out in ("test", "validation_words"):  # demonstrations never come from held-out tasks
-        with pytest.raises(ValueError, match="WarmStartConfig.split"):
+        with pytest.raises(ValueError, match=r"WarmStartConfig\.split"):
             WarmStartConfig(split=held_out)
 
 
