@@ -4,7 +4,7 @@ owns the machine, as a user's `make demo` does), and the summary over seeds.
 Per seed it keeps the demo's own `summary.json` (held-out success of the warm start and of the last
 version with their 95 % Wilson intervals, the continuous evaluator's curve, learner updates); over
 seeds the mean gain and final success with 95 % t-intervals, and how many seeds gain at least
-``--target`` with disjoint intervals. Writes bench/results/demo_seeds.json.
+``--target`` with disjoint intervals. Writes bench/results/demo_seeds.json (or ``--out``).
 
     .venv/bin/python -m bench.demo_seeds [--seeds 0 1 2 3 4] [--minutes 6] [--target 0.15]
         [--warm-start-updates 300] [--base minilm | --pretrained] [--validation] [--reuse-kept]
