@@ -4,50 +4,111 @@ owns the machine, as a user's `make demo` does), and the summary over seeds.
 Per seed it keeps the demo's own `summary.json` (held-out success of the warm start and of the last
 version with their 95 % Wilson intervals, the continuous evaluator's curve, learner updates); over
 seeds the mean gain and final success with 95 % t-intervals, and how many seeds gain at least
-``--target`` with disjoint intervals. Writes bench/results/demo_seeds.json.
+``--target`` with disjoint intervals. Writes bench/results/demo_seeds.json (or ``--out``).
 
     .venv/bin/python -m bench.demo_seeds [--seeds 0 1 2 3 4] [--minutes 6] [--target 0.15]
-        [--warm-start-updates 300] [--reuse-kept]
+        [--warm-start-updates 300] [--base minilm | --pretrained] [--validation] [--reuse-kept]
 
-Each seed's summary is kept under ``--root``/ws<updates>-<minutes>min/seed<s>/; with
-``--reuse-kept`` a seed already kept there is read, not run again, so the five seeds can be run
-in parts across sessions and reported together.
+Each seed's summary is kept under ``--root``/<folder>/seed<s>/, the folder named by the settings:
+``ws<updates>-<minutes>min`` for the tiny default on test, prefixed by the base (``minilm-``) and
+by ``val-`` with ``--validation`` (held-out scores on validation_words, the test split never
+loaded), so that validation and test results never mix. With ``--reuse-kept`` a seed already kept
+there is read, not run again, so the five seeds can be run in parts across sessions and reported
+together. ``--validation`` writes bench/results/demo_seeds_validation.json unless ``--out`` says.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench._common import machine, write_result
 from bench._stats import fmt_interval, t_interval
+from flows.cli_flows import PRETRAINED_BASE
 
 
-def run_seed(seed: int, minutes: float, root: Path, warm_start_updates: int | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class DemoSettings:
+    """What each seed's `distrl demo` runs with beyond its seed (None: the demo's own default)."""
+
+    minutes: float
+    warm_start_updates: int | None = None
+    base: str | None = None
+    validation: bool = False
+
+    def flags(self) -> list[str]:
+        """The demo's options beyond --seed and --minutes."""
+        flags = (
+            [] if self.warm_start_updates is None else ["--warm-start-updates", str(self.warm_start_updates)]
+        )
+        flags += [] if self.base is None else ["--base", self.base]
+        return flags + (["--validation"] if self.validation else [])
+
+    def argv(self, seed: int) -> list[str]:
+        """The demo's command line for `seed`."""
+        demo = [sys.executable, "-m", "flows.cli", "demo"]
+        return [*demo, "--seed", str(seed), "--minutes", f"{self.minutes:g}", *self.flags()]
+
+    @property
+    def heldout_split(self) -> str:
+        return "validation_words" if self.validation else "test"
+
+    def folder(self) -> str:
+        """The kept runs' folder name: one per setting, validation apart from test."""
+        base = "" if self.base is None else re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(self.base).name) + "-"
+        updates = "default" if self.warm_start_updates is None else self.warm_start_updates
+        name = f"{base}ws{updates}-{self.minutes:g}min"
+        return f"val-{name}" if self.validation else name
+
+
+def run_seed(seed: int, settings: DemoSettings, root: Path) -> dict[str, Any]:
     """One demo in its own process; its summary, kept beside the others."""
     started = time.monotonic()
-    argv = [sys.executable, "-m", "flows.cli", "demo", "--seed", str(seed), "--minutes", str(minutes)]
-    if warm_start_updates is not None:
-        argv += ["--warm-start-updates", str(warm_start_updates)]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    done = subprocess.run(settings.argv(seed), capture_output=True, text=True, check=False)
     summary_path = Path(".distrl/demo/summary.json")
     if done.returncode != 0 or not summary_path.exists():
         raise RuntimeError(
             f"demo --seed {seed} exited with {done.returncode}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
         )
+    summary = json.loads(summary_path.read_text())
+    if summary.get("heldout_split") != settings.heldout_split:
+        raise RuntimeError(
+            f"demo --seed {seed} scored {summary.get('heldout_split')!r}, expected {settings.heldout_split!r}"
+        )
     kept = root / f"seed{seed}"
     kept.mkdir(parents=True, exist_ok=True)
     shutil.copy(Path(".distrl/demo/learning_curve.png"), kept / "learning_curve.png")
-    summary = json.loads(summary_path.read_text())
     summary["process_wall_s"] = round(time.monotonic() - started, 1)
     (kept / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def kept_run(path: Path, settings: DemoSettings) -> dict[str, Any] | None:
+    """A seed's summary kept by an earlier run of the same settings, or None; one scored on another
+    split (summaries from before `heldout_split` was recorded scored test) is refused."""
+    if not path.exists():
+        return None
+    run = json.loads(path.read_text())
+    if run.get("heldout_split", "test") != settings.heldout_split:
+        raise RuntimeError(
+            f"{path} scored {run.get('heldout_split', 'test')!r}, not {settings.heldout_split!r}"
+        )
+    return run | {"reused_from": str(path)}
+
+
+def out_name(out: str | None, validation: bool) -> str:
+    """`write_result`'s name for --out: the file given (a name under bench/results, or a path), its
+    dots kept; by default demo_seeds, or demo_seeds_validation for validation runs."""
+    out = out or ("demo_seeds_validation" if validation else "demo_seeds")
+    return out if out.endswith(".json") else f"{out}.json"
 
 
 def separated_gain(run: dict[str, Any], target: float) -> bool:
@@ -67,7 +128,7 @@ def summarise(runs: list[dict[str, Any]], target: float) -> dict[str, Any]:
     }
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     parser.add_argument("--minutes", type=float, default=6.0, help="the demo's RL budget")
@@ -78,43 +139,71 @@ def main() -> None:
     parser.add_argument(
         "--warm-start-updates", type=int, default=None, help="the demo's SFT warm start (default: its own)"
     )
+    bases = parser.add_mutually_exclusive_group()
+    bases.add_argument("--base", default=None, help="the demo's --base (default: the tiny model)")
+    bases.add_argument(
+        "--pretrained",
+        dest="base",
+        action="store_const",
+        const=PRETRAINED_BASE,
+        help="the demo's --pretrained",
+    )
+    parser.add_argument(
+        "--validation",
+        action="store_true",
+        help="the demo's --validation: train on fit_words, score validation_words, never load test",
+    )
     parser.add_argument(
         "--reuse-kept",
         action="store_true",
         help="read a seed's summary kept under --root by an earlier run of the same settings instead of "
         "running it again (a bench run in parts)",
     )
-    parser.add_argument("--out", default="demo_seeds")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--out", default=None, help="result file (default: demo_seeds, or demo_seeds_validation)"
+    )
+    return parser.parse_args(argv)
+
+
+def settings_of(args: argparse.Namespace) -> DemoSettings:
+    return DemoSettings(args.minutes, args.warm_start_updates, args.base, args.validation)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    settings = settings_of(args)
     before = machine()
     runs = []
-    root = Path(args.root) / f"ws{args.warm_start_updates or 'default'}-{args.minutes:g}min"
+    root = Path(args.root) / settings.folder()
     for seed in args.seeds:
         kept = root / f"seed{seed}" / "summary.json"
-        if args.reuse_kept and kept.exists():  # a part run earlier (a seed per session on 2 cores)
-            run = json.loads(kept.read_text()) | {"reused_from": str(kept)}
-        else:
-            run = run_seed(seed, args.minutes, root, args.warm_start_updates)
+        # a part run earlier (a seed per session on 2 cores)
+        run = (kept_run(kept, settings) if args.reuse_kept else None) or run_seed(seed, settings, root)
         runs.append(run)
         print(
-            f"seed {seed}: held-out {run['heldout_success_warm_start']:.3f} -> {run['heldout_success_final']:.3f} "
-            f"(v{run['final_version']}, {run['process_wall_s'] / 60:.1f} min)",
+            f"seed {seed}: {settings.heldout_split} {run['heldout_success_warm_start']:.3f} -> "
+            f"{run['heldout_success_final']:.3f} (v{run['final_version']}, {run['process_wall_s'] / 60:.1f} min)",
             flush=True,
         )
+    flags = " ".join(settings.flags())
     document = {
         "benchmark": "demo_seeds",
         "command": f"python -m bench.demo_seeds --seeds {' '.join(map(str, args.seeds))} --minutes {args.minutes:g}"
-        + (f" --warm-start-updates {args.warm_start_updates}" if args.warm_start_updates is not None else ""),
+        + (f" {flags}" if flags else ""),
         "warm_start_updates": args.warm_start_updates,
+        "base": args.base,
+        "heldout_split": settings.heldout_split,
+        "kept": str(root),
         "machine": before,
         "loadavg_after": machine()["loadavg_1_5_15"],
         "runs": runs,
         **summarise(runs, args.target),
     }
-    path = write_result(args.out, document)
+    path = write_result(out_name(args.out, args.validation), document)
     print(
-        f"gain {fmt_interval(document['gain'])}; final {fmt_interval(document['final'])}; "
-        f"{document['seeds_meeting_target']}/{len(runs)} seeds {document['target']}; wrote {path}"
+        f"gain {fmt_interval(document['gain'])}; final {fmt_interval(document['final'])} "
+        f"({settings.heldout_split}); {document['seeds_meeting_target']}/{len(runs)} seeds "
+        f"{document['target']}; wrote {path}"
     )
 
 

@@ -14,8 +14,8 @@ from typing import Any
 from flows.cli_options import ModelOptions
 
 # The fields of a flow's parameter model each command offers (their defaults and help: the model's).
-DEMO_FIELDS = ("minutes", "collectors", "sync", "seed", "base", "warm_start_updates")
-TRAIN_LOCAL_FIELDS = ("minutes", "collectors", "sync", "base", "warm_start_updates")
+DEMO_FIELDS = ("minutes", "collectors", "sync", "seed", "base", "warm_start_updates", "validation")
+TRAIN_LOCAL_FIELDS = ("minutes", "collectors", "sync", "base", "warm_start_updates", "validation")
 RETRAIN_FIELDS = (
     "start_policy",
     "recent_days",

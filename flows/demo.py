@@ -38,21 +38,27 @@ def run_demo(params: TrainLocalParams | None = None, root: str = ".distrl/demo")
 
     torch.set_num_threads(1)  # 2 cores shared by the learner and collectors: 1 thread each is fastest
 
-    from flows.train_local import TrainLocalParams, train_local
+    from flows.train_local import TrainLocalParams, heldout_split, train_local, trained_split
     from tasks.evaluation import report_markdown
 
     if params is None:
         params = TrainLocalParams()
     minutes, seed = params.minutes, params.seed
+    heldout, trained = heldout_split(params), trained_split(params)
     print(
         f"DistRL demo (seed {seed}): warm start, then {minutes:g} min of {'synchronous' if params.sync else 'asynchronous'} A-RIDE "
         f"with {params.collectors} collectors on SimDroid (General tasks). Everything goes to {root_path}."
     )
+    if params.validation:
+        print(
+            f"Validation mode: trained on the {trained!r} tasks, held-out scores on {heldout!r} (train "
+            "templates with words no fit task has); the test split is never loaded."
+        )
     started = time.monotonic()
     from distrl_core.policy.defaults import describe_defaults
     from tasks.warm_start import policy_config_for
 
-    print(f"Policy: {describe_defaults(policy_config_for(params.base, seed))}")
+    print(f"Policy: {describe_defaults(policy_config_for(params.base, seed, vocabulary=trained))}")
     result = train_local(params)
     elapsed = time.monotonic() - started
     warm, final = result["warm_start"], result["final"]
@@ -67,6 +73,8 @@ def run_demo(params: TrainLocalParams | None = None, root: str = ".distrl/demo")
         "seed": seed,
         "minutes_rl": minutes,
         "minutes_total": round(elapsed / 60, 2),
+        "heldout_split": heldout,
+        "trained_split": trained,
         "heldout_success_warm_start": warm["success"],
         "heldout_ci_warm_start": [warm["ci_low"], warm["ci_high"]],
         "heldout_success_final": final["success"],
@@ -89,8 +97,8 @@ def run_demo(params: TrainLocalParams | None = None, root: str = ".distrl/demo")
 
     db = f"sqlite:///{root_path / 'mlflow.db'}"
     print(f"""
-Held-out success: warm start {_fmt(warm)} -> final {_fmt(final)} (v{final["version"]}, seed {seed})
-Train tasks, fresh seeds: {_fmt(warm.get("in_distribution"))} -> {_fmt(final.get("in_distribution"))}
+Held-out success ({heldout} split): warm start {_fmt(warm)} -> final {_fmt(final)} (v{final["version"]}, seed {seed})
+Trained tasks ({trained}), fresh seeds: {_fmt(warm.get("in_distribution"))} -> {_fmt(final.get("in_distribution"))}
 Learning curve:   {plot}
 Shards:           {root_path / "store" / "trajectories"}
 MLflow:           {db}; `mlflow ui --backend-store-uri {db}`, then {experiment_url(db, PolicyRegistry().experiment_id())}

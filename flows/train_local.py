@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, Literal
 
 from prefect import flow, get_run_logger
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from distrl_core.learner.evaluation import IN_DISTRIBUTION_SEED
 from distrl_core.learner.warm_start import WarmStartConfig
@@ -22,7 +22,7 @@ from flows.embedded_evaluator import start_embedded_evaluator
 from flows.learn import learn
 from storage.registry import PolicyRegistry
 from storage.replay_config import ReplaySettings
-from tasks.bounds import MAX_MINUTES, MAX_SECONDS, MAX_SEED, MAX_THREADS, MAX_UPDATES, Family
+from tasks.bounds import MAX_MINUTES, MAX_SECONDS, MAX_SEED, MAX_THREADS, MAX_UPDATES, Family, Split
 from tasks.collector import (
     CollectorParams,
     CollectorSession,
@@ -32,7 +32,7 @@ from tasks.collector import (
     load_policy_version,
     open_collector,
 )
-from tasks.evaluation import evaluate_version, record_evaluation
+from tasks.evaluation import evaluate_version, in_distribution_split, record_evaluation
 from tasks.evaluator import EvaluatorParams
 from tasks.learner import (
     LearnerParams,
@@ -124,6 +124,13 @@ class TrainLocalParams(BaseModel):
         description="Niceness of the evaluator's process or thread (Linux; 0: as the rest): it shares "
         "the machine's cores with collectors and the learner, and scores with the CPU they leave.",
     )
+    validation: bool = Field(
+        False,
+        description="Make choices without the test split: the warm start's demonstrations, the collectors, "
+        "the tiny policy's vocabulary and the in-distribution score use the 'fit_words' tasks, and every "
+        "held-out score (the continuous evaluator, before and after) is on 'validation_words' (train "
+        "templates holding words no fit task has). The test split is never loaded.",
+    )
     seed: int = Field(
         0,
         ge=0,
@@ -134,6 +141,29 @@ class TrainLocalParams(BaseModel):
         "the learner sees first depends on thread timing).",
     )
 
+    @model_validator(mode="after")
+    def _held_out_split_matches(self) -> TrainLocalParams:
+        if self.validation and self.evaluator is not None and self.evaluator.split != HELDOUT_OF[True]:
+            raise ValueError(
+                f"validation=True scores {HELDOUT_OF[True]!r}, but evaluator.split is "
+                f"{self.evaluator.split!r}: leave evaluator None or set its split to {HELDOUT_OF[True]!r}"
+            )
+        return self
+
+
+# The held-out tasks scored, by TrainLocalParams.validation; trained on: in_distribution_split of it.
+HELDOUT_OF: dict[bool, Split] = {False: "test", True: "validation_words"}
+
+
+def trained_split(params: TrainLocalParams) -> Literal["train", "fit_words"]:
+    """The tasks the run learns from (demonstrations, collectors, the tiny vocabulary)."""
+    return "fit_words" if params.validation else "train"
+
+
+def heldout_split(params: TrainLocalParams) -> str:
+    """The tasks every held-out score of the run is on (its evaluator's protocol)."""
+    return _evaluator_params(params).split
+
 
 def _collector_params(params: TrainLocalParams, index: int) -> CollectorParams:
     return CollectorParams(
@@ -142,6 +172,7 @@ def _collector_params(params: TrainLocalParams, index: int) -> CollectorParams:
         num_envs=params.envs_per_collector,
         episodes_per_batch=params.envs_per_collector,
         family=params.family,
+        split=trained_split(params),
         store_uri=params.store_uri,
         flush_episodes=params.envs_per_collector * 2,
         flush_seconds=10,
@@ -164,11 +195,12 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
         warm = warm_start_policy(
             WarmStartConfig(
                 family=params.family,
+                split=trained_split(params),
                 updates=params.warm_start_updates,
                 noise=params.warm_start_noise,
                 seed=params.seed,
             ),
-            policy_config_for(params.base, params.seed),
+            policy_config_for(params.base, params.seed, vocabulary=trained_split(params)),
         )
         logger.info("warm start published as version %d", warm)
     protocol = _evaluator_params(params)
@@ -222,14 +254,14 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
 def _evaluator_params(params: TrainLocalParams) -> EvaluatorParams:
     if params.evaluator is not None:
         return params.evaluator
-    return EvaluatorParams(family=params.family, poll_seconds=2.0)
+    return EvaluatorParams(family=params.family, split=HELDOUT_OF[params.validation], poll_seconds=2.0)
 
 
 def _final_report(
     final: int, baseline: dict | None, evaluated: dict[str, Any] | None, protocol: EvaluatorParams
 ) -> dict | None:
     """The last version's held-out report (the evaluator's, else evaluated now) and, beside it, its
-    success on the train tasks under fresh seeds."""
+    success on the tasks trained on beside the held-out ones under fresh seeds."""
     if baseline is None:
         return None
     reports = (evaluated or {}).get("summary", {}).get("reports", {})
@@ -241,13 +273,13 @@ def _final_report(
         record_evaluation(report)
     inside = evaluate_version(
         final,
-        split="train",
+        split=in_distribution_split(protocol.split),
         family=protocol.family,
         seed=IN_DISTRIBUTION_SEED,
         episodes_per_task=1,
         in_distribution=False,
     )
-    return report | {"in_distribution": {k: v for k, v in inside.items() if k in _SUMMARY_KEYS}}
+    return report | {"in_distribution": {k: v for k, v in inside.items() if k in (*_SUMMARY_KEYS, "split")}}
 
 
 _SUMMARY_KEYS = ("success", "ci_low", "ci_high", "episodes", "episodes_per_task", "families", "family_ci")

@@ -80,7 +80,11 @@ class CollectorParams(BaseModel):
         "shell commands); otherwise real devices, reset to HOME and scored by rule checks.",
     )
     family: Family | None = Field(None, description="Task family to train on (None: all).")
-    split: Split = Field("train", description="Task split the collector samples from.")
+    split: Split = Field(
+        "train",
+        description="Task split the collector samples from, or a selection carved from train "
+        "('fit_words': train less the validation_words tasks; see load_tasks).",
+    )
     policy_alias: str = Field("latest", description="Registry alias (or version) the collector follows.")
     episodes_per_batch: int = Field(
         8, ge=1, le=MAX_BATCH, description="Episodes stepped together between policy polls."

@@ -42,6 +42,16 @@ PROTOCOL_TAG = "heldout_protocol"
 OUTCOMES_TAG = "heldout_outcomes"
 
 
+# The tasks a held-out set is measured against "in distribution": what was trained on beside it.
+_TRAINED_BESIDE = {"test": "train", "validation": "fit", "validation_words": "fit_words"}
+
+
+def in_distribution_split(split: str) -> str:
+    """The task set trained on beside the held-out `split` (test: train; validation_words: fit_words):
+    an evaluation on validation never loads the test split, nor scores the validation tasks as trained."""
+    return _TRAINED_BESIDE.get(split, split)
+
+
 def protocol_name(split: str, family: str | None, episodes_per_task: int, seed: int) -> str:
     """The episodes an evaluation plays, as a name: same name, same episodes (pairable outcomes)."""
     return f"{split}:{family or 'all'}:{episodes_per_task}x:seed{seed}"
@@ -60,7 +70,8 @@ def evaluate_version(
 ) -> dict:
     """Greedy rollouts, `episodes_per_task` per task of `split`, with the 95% interval, per family and
     per task; with `in_distribution`, beside it the same on the train tasks under fresh env seeds
-    ("it learned" and "it generalises" are two numbers). Exact on a re-run: seeds are fixed."""
+    ("it learned" and "it generalises" are two numbers; "the train tasks" are those trained on beside
+    `split`: `in_distribution_split`). Exact on a re-run: seeds are fixed."""
     registry = PolicyRegistry()
     policy = load_policy(registry.fetch(version).path).eval()
     estimate = estimate_success(
@@ -79,10 +90,11 @@ def evaluate_version(
         "protocol": protocol_name(split, family, episodes_per_task, seed),
         **estimate.as_dict(),
     }
-    if in_distribution and split != "train":
+    trained = in_distribution_split(split)
+    if in_distribution and trained != split:
         train = estimate_success(
             policy,
-            load_tasks(family, "train"),
+            load_tasks(family, trained),
             episodes_per_task=1,
             seed=IN_DISTRIBUTION_SEED,
             parallel=parallel_envs,
@@ -90,7 +102,7 @@ def evaluate_version(
         )
         report["in_distribution"] = {
             k: v for k, v in train.as_dict().items() if k not in ("tasks", "outcomes")
-        }
+        } | {"split": trained}
     return report
 
 
@@ -111,7 +123,7 @@ def report_markdown(report: dict, baseline: dict | None = None) -> str:
         inside = (item or {}).get("in_distribution")
         if inside is not None:
             lines.append(
-                f"| {name}, train tasks (fresh seeds) | {inside['success']:.1%} | "
+                f"| {name}, {inside.get('split', 'train')} tasks (fresh seeds) | {inside['success']:.1%} | "
                 f"{inside['ci_low']:.1%}-{inside['ci_high']:.1%} | {inside['episodes']} |"
             )
     lines += ["", "| family | success |", "|---|---|"]

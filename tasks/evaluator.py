@@ -28,7 +28,11 @@ log = logging.getLogger(__name__)
 class EvaluatorParams(BaseModel):
     """Parameters of the `evaluator` deployment (the continuous held-out evaluation)."""
 
-    split: Split = Field("test", description="Task split scored (test is held out).")
+    split: Split = Field(
+        "test",
+        description="Task split scored (test is held out; 'validation_words' scores the validation "
+        "tasks carved from train, for choices made without the test split).",
+    )
     family: Family | None = Field("general", description="Task family scored (None: every family).")
     episodes_per_task: int = Field(
         3, ge=1, le=20, description="Greedy episodes per task, each under its own env seed."

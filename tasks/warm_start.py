@@ -10,6 +10,7 @@ import logging
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
+from typing import Literal
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -24,12 +25,16 @@ from storage.registry import PolicyRegistry
 from tasks.mlflow_metrics import start_tracked_run
 
 
-def policy_config_for(base: str | None, seed: int = 0) -> PolicyConfig:
-    """The policy of a warm start: the tiny default (initial weights from ``seed``), an encoder base
-    (its top layer and the heads trained; "minilm" names the packaged all-MiniLM-L6-v2), or a causal
-    LM adapted with LoRA ("smollm2" names the packaged SmolLM2); ``seed`` also seeds the sampler."""
+def policy_config_for(
+    base: str | None, seed: int = 0, vocabulary: Literal["train", "fit", "fit_words"] = "train"
+) -> PolicyConfig:
+    """The policy of a warm start: the tiny default (initial weights from ``seed``, its word
+    vocabulary from the ``vocabulary`` tasks: "train", or "fit_words" when choices are made on
+    validation_words), an encoder base (its top layer and the heads trained; "minilm" names the
+    packaged all-MiniLM-L6-v2), or a causal LM adapted with LoRA ("smollm2" names the packaged
+    SmolLM2); ``seed`` also seeds the sampler. A pretrained base brings its own tokenizer."""
     if base is None:
-        return PolicyConfig(seed=seed, tiny=TinyModelConfig(seed=seed))
+        return PolicyConfig(seed=seed, tiny=TinyModelConfig(seed=seed), vocabulary=vocabulary)
     from distrl_core.policy.config import EncoderSettings, LoraSettings
     from distrl_core.policy.pretrained import is_encoder_folder, resolve_base
 

@@ -22,7 +22,7 @@ from distrl_core.envs.protocol import EpisodeRules, EpisodicEnv, StepResult
 from distrl_core.envs.simdroid.catalog import find_app
 from distrl_core.envs.simdroid.device import DeviceOffline, ResetFailed, SimDroid, SimDroidConfig
 from distrl_core.envs.simdroid.render import solid_png
-from distrl_core.envs.simdroid.tasks import FAMILIES, SPLITS, Task, get_task, load_tasks
+from distrl_core.envs.simdroid.tasks import FAMILIES, SPLIT_CHOICES, Task, get_task, load_tasks
 
 __all__ = ["SimDroidEnv", "SimDroidEnvConfig", "StepResult"]
 
@@ -36,7 +36,8 @@ class SimDroidEnvConfig:
 
     - ``device``: the SimDroid device (size, screenshot scale, distractors, faults). The env's
       default turns distractor dialogs on at 10%, like the pop-ups of real apps.
-    - ``family``/``split``: the task pool ``reset()`` samples from when given no task.
+    - ``family``/``split``: the task pool ``reset()`` samples from when given no task (``split``:
+      "train", "test" or a selection carved from train, e.g. "fit_words": ``load_tasks``).
     - ``seed``: seeds task sampling.
     - ``screenshots``: render a PNG per step (off: text-only and several times faster).
     - ``ui_xml``: include the uiautomator XML in observations.
@@ -71,8 +72,8 @@ class SimDroidEnvConfig:
             raise ValueError(
                 f"SimDroidEnvConfig.family must be None or one of {FAMILIES}, got {self.family!r}"
             )
-        if self.split not in SPLITS:
-            raise ValueError(f"SimDroidEnvConfig.split must be one of {SPLITS}, got {self.split!r}")
+        if self.split not in SPLIT_CHOICES:
+            raise ValueError(f"SimDroidEnvConfig.split must be one of {SPLIT_CHOICES}, got {self.split!r}")
         if self.invalid_action_penalty > 0:
             raise ValueError("SimDroidEnvConfig.invalid_action_penalty is a penalty: use a value <= 0")
         if self.reset_retries < 0 or self.screenshot_retries < 0 or self.offline_timeout_s < 0:

@@ -27,13 +27,16 @@ from distrl_core.rollout import RolloutConfig, RolloutResult, expert_actor, run_
 
 __all__ = ["WarmStartConfig", "collect_demonstrations", "supervised_warm_start"]
 
+TRAIN_SETS = ("train", "fit", "fit_words")  # the task sets a warm start may learn from
+
 
 @dataclass
 class WarmStartConfig:
     """Settings of the warm start.
 
-    - ``family``: task family of the demonstrations (None: both). ``episodes_per_task``: demos per
-      train task. ``noise``: the expert's probability of a random plausible action per step.
+    - ``family``: task family of the demonstrations (None: both). ``split``: their tasks, "train"
+      or a selection carved from it ("fit_words" leaves the validation_words tasks unseen; see
+      ``load_tasks``). ``episodes_per_task``: demos per task. ``noise``: the expert's probability of a random plausible action per step.
     - ``updates``/``batch_size``/``lr``: SFT steps, trajectories per step, AdamW learning rate.
       The default budget is small on purpose (docs/performance.md has what it reaches).
     - ``successful_only``: train only on demonstrations that reached the goal.
@@ -49,6 +52,7 @@ class WarmStartConfig:
     """
 
     family: str | None = "general"
+    split: str = "train"
     episodes_per_task: int = 1
     noise: float = 0.3
     updates: int = 40
@@ -70,6 +74,11 @@ class WarmStartConfig:
             raise ValueError(
                 "WarmStartConfig needs episodes_per_task >= 1, updates >= 0, batch_size >= 1 and lr > 0"
             )
+        if self.split not in TRAIN_SETS:
+            raise ValueError(
+                f"WarmStartConfig.split must be one of {TRAIN_SETS} (demonstrations never come from "
+                f"held-out tasks), got {self.split!r}"
+            )
         for name in ("backbone_lr", "micro_batch_size", "max_micro_batch_tokens"):
             if getattr(self, name) is not None and not getattr(self, name) > 0:
                 raise ValueError(f"WarmStartConfig.{name} must be None (from the base) or > 0")
@@ -78,8 +87,8 @@ class WarmStartConfig:
 def collect_demonstrations(
     config: WarmStartConfig, tasks: Sequence[Task] | None = None, env: SimDroidEnvConfig | None = None
 ) -> RolloutResult:
-    """Noisy-expert episodes on the train split (``tasks`` overrides), as schema rows."""
-    tasks = list(tasks) if tasks is not None else load_tasks(config.family, "train")
+    """Noisy-expert episodes on ``config.split`` (``tasks`` overrides), as schema rows."""
+    tasks = list(tasks) if tasks is not None else load_tasks(config.family, config.split)
     env = env or SimDroidEnvConfig(
         device=SimDroidConfig(distractor_prob=0.1), screenshots=False, ui_xml=False
     )

@@ -119,16 +119,12 @@ def simdroid_corpus(split: str = "train") -> list[str]:
     from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
     from distrl_core.envs.simdroid.device import SimDroidConfig
     from distrl_core.envs.simdroid.expert import expert_action
-    from distrl_core.envs.simdroid.tasks import load_tasks, validation_split
+    from distrl_core.envs.simdroid.tasks import load_tasks
     from distrl_core.policy.candidates import build_candidates
 
     if split not in CORPUS_SPLITS:
         raise ValueError(f"simdroid_corpus split must be one of {CORPUS_SPLITS}, got {split!r}")
-    tasks = (
-        validation_split(words=split == "fit_words")[0]
-        if split.startswith("fit")
-        else load_tasks(split=split)
-    )
+    tasks = load_tasks(split=split)  # "fit"/"fit_words": selections of load_tasks
 
     env = SimDroidEnv(SimDroidEnvConfig(device=SimDroidConfig(distractor_prob=0.5), screenshots=False))
     texts: list[str] = []

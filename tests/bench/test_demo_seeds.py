@@ -1,10 +1,23 @@
-"""bench/demo_seeds' arithmetic: which seeds count as a separated gain, and the summary over seeds."""
+"""bench/demo_seeds' arithmetic (which seeds count as a separated gain, the summary over seeds) and
+its settings (what each demo runs with, where its runs are kept and its result written)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from bench.demo_seeds import separated_gain, summarise
+from bench._common import write_result
+from bench.demo_seeds import (
+    DemoSettings,
+    kept_run,
+    out_name,
+    parse_args,
+    separated_gain,
+    settings_of,
+    summarise,
+)
 
 
 def _run(warm: float, warm_ci: tuple[float, float], final: float, final_ci: tuple[float, float]) -> dict:
@@ -28,3 +41,49 @@ def test_the_summary_is_the_mean_gain_over_seeds_with_its_interval() -> None:
     assert summary["gain"]["mean"] == pytest.approx(0.15)
     assert summary["seeds_meeting_target"] == 1
     assert summary["final"]["mean"] == pytest.approx(0.6)
+
+
+def test_validation_and_bases_are_passed_to_the_demo_and_kept_apart() -> None:
+    test_runs = settings_of(parse_args(["--warm-start-updates", "300"]))
+    assert test_runs.folder() == "ws300-6min"  # the folder of the runs kept so far
+    assert test_runs.argv(2)[3:] == ["demo", "--seed", "2", "--minutes", "6", "--warm-start-updates", "300"]
+    validation = settings_of(parse_args(["--warm-start-updates", "4", "--pretrained", "--validation"]))
+    assert validation.argv(0)[-4:] == ["4", "--base", "minilm", "--validation"]
+    assert validation.folder() == "val-minilm-ws4-6min" and validation.heldout_split == "validation_words"
+    folders = {
+        settings_of(parse_args(argv)).folder()
+        for argv in (
+            [],
+            ["--validation"],
+            ["--base", "minilm"],
+            ["--base", "/models/smollm2-135m-instruct", "--validation"],
+            ["--warm-start-updates", "0"],
+        )
+    }
+    assert folders == {
+        "wsdefault-6min",
+        "val-wsdefault-6min",
+        "minilm-wsdefault-6min",
+        "val-smollm2-135m-instruct-wsdefault-6min",
+        "ws0-6min",
+    }
+    with pytest.raises(SystemExit):  # one base or the other
+        parse_args(["--base", "smollm2", "--pretrained"])
+
+
+def test_the_result_goes_to_the_out_file_given_and_validation_to_its_own(tmp_path: Path) -> None:
+    assert out_name(None, validation=False) == "demo_seeds.json"  # bench/results/demo_seeds.json
+    assert out_name(None, validation=True) == "demo_seeds_validation.json"
+    assert out_name("demo_seeds_ws4.5min", validation=False) == "demo_seeds_ws4.5min.json"  # dots kept
+    out = tmp_path / "runs" / "val.json"
+    assert write_result(out_name(str(out), validation=True), {"x": 1}) == out and out.exists()
+
+
+def test_a_kept_seed_is_reused_only_when_it_scored_the_same_split(tmp_path: Path) -> None:
+    kept = tmp_path / "summary.json"
+    validation = DemoSettings(minutes=6, validation=True)
+    assert kept_run(kept, validation) is None
+    kept.write_text(json.dumps(_run(0.4, (0.3, 0.5), 0.6, (0.5, 0.7))))  # older summaries: test
+    assert kept_run(kept, DemoSettings(minutes=6))["reused_from"] == str(kept)
+    with pytest.raises(RuntimeError, match="'test', not 'validation_words'"):
+        kept_run(kept, validation)

@@ -10,7 +10,7 @@ from typing import get_args
 import pytest
 from pydantic import ValidationError
 
-from distrl_core.envs.simdroid.tasks import FAMILIES, SPLITS
+from distrl_core.envs.simdroid.tasks import FAMILIES, SPLIT_CHOICES
 from flows.cli import main as cli
 from tasks.bounds import Family, Split
 
@@ -28,7 +28,7 @@ HUGE = "99999999999999999999999"
         (["retrain", "--recent-days", "99999999999999999999"], ["--recent-days", "<= 3660"]),
         (["retrain", "--updates", HUGE], ["--updates", "<="]),
         (["retrain", "--family", "bogusfam"], ["--family", "webshop"]),
-        (["retrain", "--split", "validation"], ["--split", "test"]),
+        (["retrain", "--split", "heldout"], ["--split", "validation_words"]),
         (["up", "--bucket", "Not_A_Bucket"], ["--bucket"]),
     ],
 )
@@ -57,7 +57,7 @@ def _params():
     [
         ("CollectorParams", "num_envs", 10**22),
         ("CollectorParams", "family", "bogusfam"),
-        ("CollectorParams", "split", "validation"),
+        ("CollectorParams", "split", "heldout"),
         ("CollectorParams", "env_kind", "emulator"),
         ("CollectorParams", "adb_port", 70000),
         ("CollectorParams", "max_minutes", 0),
@@ -93,4 +93,4 @@ def test_deployments_validate_parameters_against_the_models() -> None:
 
 
 def test_the_choices_are_the_task_sets() -> None:
-    assert get_args(Family) == FAMILIES and get_args(Split) == SPLITS
+    assert get_args(Family) == FAMILIES and get_args(Split) == SPLIT_CHOICES

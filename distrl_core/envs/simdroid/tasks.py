@@ -4,6 +4,10 @@ Every task has a train or test split. The test split holds out both parameters (
 combinations, times, queries, sites) and phrasings (whole instruction templates), so a held-out
 success rate measures generalisation rather than memorised instructions. Generation is
 deterministic (a fixed-seed RNG, no randomness at import).
+
+Choices made while tuning never look at test: ``load_tasks`` also takes the selections carved from
+train by ``validation_split`` ("fit"/"validation", and "fit_words"/"validation_words" whose
+validation phrasings hold words no fit task has); a task's own ``split`` stays "train".
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ from distrl_core.envs.simdroid.task_text import (
 
 FAMILIES = ("general", "webshop")
 SPLITS = ("train", "test")
+# Task sets carved from train by `validation_split` (the "_words" pair with words=True).
+SELECTIONS = ("fit", "validation", "fit_words", "validation_words")
+SPLIT_CHOICES = (*SPLITS, *SELECTIONS)  # what `load_tasks(split=...)` accepts
 HORIZONS = {"general": 10, "webshop": 20}  # DigiRL's horizons for AitW General / Web Shopping
 
 
@@ -212,16 +219,30 @@ def _index() -> dict[str, Task]:
 
 
 def load_tasks(family: str | None = None, split: str | None = None) -> list[Task]:
-    """All tasks, optionally of one family ("general"/"webshop") and one split ("train"/"test")."""
+    """All tasks, optionally of one family ("general"/"webshop") and one split ("train"/"test") or
+    selection carved from train (``SELECTIONS``: "fit"/"validation" are ``validation_split()``,
+    "fit_words"/"validation_words" are ``validation_split(words=True)``)."""
     if family is not None and family not in FAMILIES:
         raise ValueError(f"unknown task family {family!r}; expected one of {FAMILIES}")
-    if split is not None and split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+    if split is not None and split not in SPLIT_CHOICES:
+        raise ValueError(
+            f"unknown split {split!r}; expected one of {SPLIT_CHOICES} (the last four are carved from "
+            "train by validation_split)"
+        )
+    if split in SELECTIONS:
+        return list(_selection(family, split))
     return [
         t
         for t in _all_tasks()
         if (family is None or t.family == family) and (split is None or t.split == split)
     ]
+
+
+@cache
+def _selection(family: str | None, name: str) -> tuple[Task, ...]:
+    """A selection of ``SELECTIONS``, computed once (collectors load their pool every batch)."""
+    fit, validation = validation_split(family, words=name.endswith("_words"))
+    return tuple(fit if name.startswith("fit") else validation)
 
 
 def validation_split(family: str | None = None, *, words: bool = False) -> tuple[list[Task], list[Task]]:

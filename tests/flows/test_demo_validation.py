@@ -1,0 +1,134 @@
+"""`distrl demo --validation`: choices made without the test split. It learns from the fit_words
+tasks and scores validation_words (train templates holding words no fit task has); the test split is
+never loaded."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import distrl_core.envs.simdroid.tasks as simdroid_tasks
+from distrl_core.envs.simdroid.tasks import load_tasks
+from flows.cli_flows import _demo_options, _train_local_options
+from storage.replay_config import ReplaySettings
+from tasks.learner import LearnerParams
+
+
+def test_the_cli_offers_validation_for_the_demo_and_train_local() -> None:
+    for add_options in (_demo_options, _train_local_options):
+        parser = argparse.ArgumentParser()
+        add_options(parser)
+        assert parser.parse_args([]).options.build(parser.parse_args([])).validation is False
+        args = parser.parse_args(["--validation", "--pretrained"])
+        params = args.options.build(args)
+        assert params.validation is True and params.base == "minilm"
+
+
+def test_validation_mode_refuses_an_evaluator_that_scores_another_split() -> None:
+    from flows.train_local import TrainLocalParams, heldout_split, trained_split
+    from tasks.evaluator import EvaluatorParams
+
+    assert (trained_split(TrainLocalParams()), heldout_split(TrainLocalParams())) == ("train", "test")
+    validation = TrainLocalParams(validation=True)
+    assert (trained_split(validation), heldout_split(validation)) == ("fit_words", "validation_words")
+    with pytest.raises(ValueError, match=r"evaluator\.split"):
+        TrainLocalParams(validation=True, evaluator=EvaluatorParams(split="test"))
+
+
+@pytest.fixture
+def demo_root(tmp_path: Path, prefect_api: None) -> Iterator[Path]:
+    """The demo's own folder as its store, MLflow database and policy cache; the environment that
+    `run_demo` sets for itself is put back afterwards."""
+    root = tmp_path / "demo"
+    saved = dict(os.environ)
+    os.environ.update(
+        DISTRL_STORE_URI=str(root / "store"),
+        DISTRL_MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}",
+        DISTRL_MLFLOW_CACHE_DIR=str(root / "policy-cache"),
+        MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false",
+    )
+    try:
+        yield root
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_validation_demo_never_loads_the_test_split(
+    demo_root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import flows.train_local  # noqa: F401 — imports every module that loads tasks before the spy
+    from flows.demo import run_demo
+    from flows.train_local import TrainLocalParams, heldout_split
+    from storage.sql_views import open_sql
+    from storage.store import open_store
+    from tasks.evaluator import EvaluatorParams
+
+    asked: list[str | None] = []
+    real = simdroid_tasks.load_tasks
+
+    def load_tasks_but_test(family: str | None = None, split: str | None = None) -> list:
+        asked.append(split)
+        if split in (None, "test"):
+            raise AssertionError(f"load_tasks({family!r}, {split!r}) in validation mode")
+        return real(family, split)
+
+    # every module that imported the real one (the tokenizer imports it when it builds a corpus);
+    # this one keeps it, to check the run against
+    holders = [
+        m
+        for m in list(sys.modules.values())
+        if getattr(m, "load_tasks", None) is real and m is not sys.modules[__name__]
+    ]
+    assert simdroid_tasks in holders and len(holders) >= 5
+    for module in holders:
+        monkeypatch.setattr(module, "load_tasks", load_tasks_but_test)
+
+    params = TrainLocalParams(
+        validation=True,
+        collectors=2,
+        envs_per_collector=4,
+        minutes=3.0,  # a ceiling: the run ends when the learner has done max_updates
+        warm_start_updates=5,
+        step_latency_s=0.02,
+        learner=LearnerParams(updates_per_block=2, publish_every_updates=2, batch_size=4, max_updates=4),
+        replay=ReplaySettings(min_size_steps=20, samples_per_insert=None),
+        evaluator_process=False,  # in this process, where the spy sees what it loads
+        # one episode per task keeps the test short; the split is the one validation mode picks
+        evaluator=EvaluatorParams(
+            split=heldout_split(TrainLocalParams(validation=True)), episodes_per_task=1, poll_seconds=1.0
+        ),
+    )
+    summary = run_demo(params, root=str(demo_root))
+
+    assert {"fit_words", "validation_words"} <= set(asked) and "test" not in asked
+    assert summary["heldout_split"] == "validation_words" and summary["trained_split"] == "fit_words"
+    on_disk = json.loads((demo_root / "summary.json").read_text())
+    assert on_disk["heldout_split"] == "validation_words"
+    validation = load_tasks("general", "validation_words")
+    assert summary["heldout_episodes"] == len(validation)  # every validation task
+    assert summary["final_version"] > 1 and summary["in_distribution_final"] is not None
+    printed = capsys.readouterr().out
+    assert "(validation_words split)" in printed and "Trained tasks (fit_words)" in printed
+    assert "test split" not in printed.replace("the test split is never loaded", "")
+
+    # The collectors played fit_words tasks only; the warm start's version says where it came from.
+    fit = {t.task_id for t in load_tasks("general", "fit_words")}
+    session = open_sql(open_store())
+    played = {row["task_id"] for row in session.query("SELECT DISTINCT task_id FROM episodes").to_pylist()}
+    session.close()
+    assert played and played <= fit
+    from storage.registry import PolicyRegistry
+
+    registry = PolicyRegistry()
+    assert registry.tags(1)["heldout_protocol"].startswith("validation_words:general:1x")
+    warm_start_run = registry.client.get_run(registry.client.get_model_version(registry.name, "1").run_id)
+    assert warm_start_run.data.params["warm_start.split"] == "fit_words"
