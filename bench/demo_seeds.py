@@ -32,7 +32,7 @@ from bench._stats import fmt_interval, t_interval
 def run_seed(seed: int, minutes: float, root: Path, warm_start_updates: int | None = None) -> dict[str, Any]:
     """One demo in its own process; its summary, kept beside the others."""
     started = time.monotonic()
-    argv = [sys.executable, "-m", "flows.cli", "demo", "--seed", str(seed), "--minutes", str(minutes)]
+    argv = [sys.executable, "-m", "ops.cli", "demo", "--seed", str(seed), "--minutes", str(minutes)]
     if warm_start_updates is not None:
         argv += ["--warm-start-updates", str(warm_start_updates)]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)

@@ -36,10 +36,10 @@ def _batches(count: int, batch_size: int) -> list[Any]:
     """`count` union batches of `batch_size` real episodes (step dicts tagged with sample_idx)."""
     import numpy as np
 
-    from distrl_core.envs.sim_env import SimDroidEnvConfig
     from distrl_core.learner.step import Draw
     from distrl_core.policy import Policy, PolicyConfig
-    from distrl_core.rollout import RolloutConfig, run_episodes
+    from simulators.rollout import RolloutConfig, run_episodes
+    from simulators.sim_env import SimDroidEnvConfig
 
     policy = Policy.create(PolicyConfig(device="cpu"))
     tasks = [f"general-train-{i:04d}" for i in range(batch_size)]

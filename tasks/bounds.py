@@ -1,5 +1,5 @@
 """Bounds and choices shared by the flows' parameter models, so that the CLI (whose options derive
-from the models, `flows.cli_options`) and the deployments refuse the same values.
+from the models, `ops.cli_options`) and the deployments refuse the same values.
 
 Without them `--collectors 99999999999999999999999` started threads until memory ran out,
 `--recent-days 99999999999999999999` ended in an OverflowError, and `--family bogusfam` trained on
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-Family = Literal["general", "webshop"]  # distrl_core.envs.simdroid.tasks.FAMILIES
-Split = Literal["train", "test"]  # distrl_core.envs.simdroid.tasks.SPLITS
+Family = Literal["general", "webshop"]  # distrl_core.envs.protocol.FAMILIES
+Split = Literal["train", "test"]  # distrl_core.envs.protocol.SPLITS
 
 MAX_SEED = 2**32 - 1  # numpy's legacy seeding and most RNGs take 32 bits; negative seeds fail in numpy
 MAX_THREADS = 256  # collectors or environments in one process: each holds a policy or an emulator

@@ -7,7 +7,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from flows import config_table
+from ops import config_table
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "prefect.yaml"]
@@ -21,7 +21,7 @@ TRACKER = re.compile(r"\b[Ii]ssues?" + r" #?\d+")
 def test_the_configuration_table_is_rendered_from_the_settings_classes() -> None:
     written = config_table.current_in(config_table.DOC.read_text(encoding="utf-8"))
     assert written == config_table.render(), (
-        "docs/operations.md's configuration table is out of date: run `python -m flows.config_table --write`"
+        "docs/operations.md's configuration table is out of date: run `python -m ops.config_table --write`"
     )
 
 
@@ -107,7 +107,7 @@ def test_every_function_a_test_replaces_is_named_in_the_testing_docs() -> None:
 
 
 def test_the_distrl_up_recipe_is_the_one_it_prints(tmp_path: Path) -> None:
-    from flows.up import Stack, UpConfig, recipe
+    from ops.up import Stack, UpConfig, recipe
 
     stack = Stack(UpConfig(run_dir=tmp_path, project_dir=ROOT))
     stack.ports = {"s3": 1, "mlflow": 2, "prefect": 3}
@@ -118,5 +118,5 @@ def test_the_distrl_up_recipe_is_the_one_it_prints(tmp_path: Path) -> None:
     block = re.search(r"```bash\nsource \.distrl/up/env\.sh\n(.*?)```", text, flags=re.DOTALL)
     assert block, "docs/operations.md has no `source .distrl/up/env.sh` block"
     assert block.group(1).splitlines() == recipe(), (
-        "docs/operations.md's `distrl up` recipe differs from what `distrl up` prints (flows/up.py recipe())"
+        "docs/operations.md's `distrl up` recipe differs from what `distrl up` prints (ops/up.py recipe())"
     )

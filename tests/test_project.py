@@ -71,15 +71,15 @@ def test_pre_commit_runs_what_make_lint_runs():
 
 def test_gym_extra_is_named_when_gymnasium_is_missing(monkeypatch):
     monkeypatch.setitem(sys.modules, "gymnasium", None)  # None in sys.modules: the import fails
-    monkeypatch.delitem(sys.modules, "distrl_core.envs.gym_env", raising=False)
+    monkeypatch.delitem(sys.modules, "simulators.gym_env", raising=False)
     with pytest.raises(ImportError, match=r"pip install 'distrl\[gym\]'"):
-        import distrl_core.envs.gym_env  # noqa: F401
+        import simulators.gym_env  # noqa: F401
 
 
 def test_the_main_job_runs_without_the_gym_extra():
     code = (
         "import sys; sys.modules['gymnasium'] = None\n"
-        "import flows.cli, flows.demo, flows.train_local, tasks.collector, tasks.learner"
+        "import ops.cli, ops.demo, flows.train_local, tasks.collector, tasks.learner"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Protocol
 from distrl_core.envs.actions import Action, ActionKind, format_action
 from distrl_core.envs.kinds import EnvKind
 from distrl_core.envs.observation import Observation
-from distrl_core.envs.simdroid.tasks import Task
+from simulators.simdroid.tasks import Task
 
 __all__ = ["Environment", "EpisodeRules", "EpisodicEnv", "StepInfo", "StepOutcome", "StepResult"]
 

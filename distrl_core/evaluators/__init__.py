@@ -18,7 +18,7 @@ from distrl_core.evaluators.judge import (
     ModelJudge,
 )
 from distrl_core.evaluators.judge_parse import parse_judge_answer
-from distrl_core.evaluators.sim_rules import SimStateEvaluator
+from simulators.sim_rules import SimStateEvaluator
 
 __all__ = [
     "EpisodeContext",

@@ -3,14 +3,14 @@
 from distrl_core.learner.batch import StepBatch
 from distrl_core.learner.config import LearnerConfig
 from distrl_core.learner.learner import Learner
-from distrl_core.learner.local_loop import (
+from simulators.local_loop import (
     InMemoryReplay,
     LoopConfig,
     RoundResult,
     evaluate_success,
     train_rounds,
 )
-from distrl_core.learner.warm_start import WarmStartConfig, collect_demonstrations, supervised_warm_start
+from simulators.warm_start import WarmStartConfig, collect_demonstrations, supervised_warm_start
 
 __all__ = [
     "InMemoryReplay",

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
+from simulators.corpus import simdroid_corpus
 from torch import nn
 
 from distrl_core.envs.observation import Observation
@@ -28,7 +29,7 @@ from distrl_core.policy.config import PolicyConfig
 from distrl_core.policy.heads import PolicyHeads
 from distrl_core.policy.parts import ActingParts
 from distrl_core.policy.prompt import PROMPT_WORDS, EncodedStep, encode_scoring_step, last_actions
-from distrl_core.policy.tokenizer import build_word_tokenizer, simdroid_corpus
+from distrl_core.policy.tokenizer import build_word_tokenizer
 from distrl_core.policy.types import ActOutput, EvalOutput, StepInput
 
 __all__ = ["BaseInfo", "Policy", "StepLayout", "build_heads", "default_tokenizer"]

@@ -116,11 +116,11 @@ def simdroid_corpus(split: str = "train") -> list[str]:
     "fit_words" are the train split less its validation tasks (``validation_split``, the second
     with ``words=True``): a vocabulary built from them leaves validation's own words unknown."""
     # Imported here: only the default policy needs the simulator.
-    from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
-    from distrl_core.envs.simdroid.device import SimDroidConfig
-    from distrl_core.envs.simdroid.expert import expert_action
-    from distrl_core.envs.simdroid.tasks import load_tasks, validation_split
     from distrl_core.policy.candidates import build_candidates
+    from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
+    from simulators.simdroid.device import SimDroidConfig
+    from simulators.simdroid.expert import expert_action
+    from simulators.simdroid.tasks import load_tasks, validation_split
 
     if split not in CORPUS_SPLITS:
         raise ValueError(f"simdroid_corpus split must be one of {CORPUS_SPLITS}, got {split!r}")

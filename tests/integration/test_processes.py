@@ -10,8 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from flows import processes
-from flows.up import STATE_FILE, Stack, UpConfig, down, work_pools
+from ops import processes
+from ops.up import STATE_FILE, Stack, UpConfig, down, work_pools
 from tests.integration.conftest import REPO
 
 # A child that starts a grandchild in a new session, as Prefect's process worker does with flow runs.

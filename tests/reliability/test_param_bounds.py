@@ -10,8 +10,8 @@ from typing import get_args
 import pytest
 from pydantic import ValidationError
 
-from distrl_core.envs.simdroid.tasks import FAMILIES, SPLITS
-from flows.cli import main as cli
+from distrl_core.envs.protocol import FAMILIES, SPLITS
+from ops.cli import main as cli
 from tasks.bounds import Family, Split
 
 HUGE = "99999999999999999999999"
