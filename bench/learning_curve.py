@@ -56,13 +56,14 @@ import torch
 
 from bench._curve_settings import CurveSettings, add_curve_arguments, curve_settings
 from bench._stats import fmt_interval, t_interval
+from distrl_core.envs.protocol import Task
 from distrl_core.learner import Learner, LearnerConfig
 from distrl_core.learner.config import Algorithm
 from distrl_core.policy import LoraSettings, Policy, PolicyConfig, load_policy, save_policy
 from distrl_core.policy.config import EncoderSettings, TinyModelConfig
 from distrl_core.policy.pretrained import is_encoder_folder, resolve_base
 from simulators.local_loop import LoopConfig, evaluate_success, train_rounds
-from simulators.simdroid.tasks import Task, load_tasks, validation_split
+from simulators.simdroid.tasks import load_tasks, validation_split
 from simulators.warm_start import WarmStartConfig, collect_demonstrations, supervised_warm_start
 
 MOBILERL = {"positive_replay_strength": 2.0, "failure_curriculum_attempts": 6, "shortest_path_exponent": 1.0}

@@ -8,14 +8,12 @@ group would leave its flow runs behind: `stop_tree` collects every descendant fi
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import pwd
 import signal
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +22,8 @@ from typing import Any
 
 import httpx
 import psutil
+
+from flows.child_process import die_with_parent
 
 # The user's credentials: left out of every child's environment (the caller adds back those a child uses).
 CREDENTIALS = frozenset(
@@ -123,25 +123,6 @@ def as_user(user: str | None) -> dict[str, Any]:
     return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
 
 
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(signum: int = signal.SIGTERM) -> None:
-    """`preexec_fn` of a child server: the kernel sends it `signum` when its parent dies, even by
-    kill -9 (Linux; elsewhere a no-op), so no server outlives the process that needs it. SIGKILL
-    for a child whose SIGTERM handling would first talk to servers that are dying with the parent.
-
-    Runs in the child between fork and exec: no locks, no logging."""
-    parent = os.getppid()
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os.kill(os.getpid(), signum)
-
-
 def wait_until(
     check: Callable[[], bool], *, what: str, timeout_s: float, proc: Managed | None = None
 ) -> float:
@@ -222,15 +203,3 @@ def stop_recorded(path: Path, *, dry_run: bool = False) -> list[str]:
         stop_tree([e["pid"] for e in alive])
         path.write_text(json.dumps({"processes": []}))
     return [e["name"] for e in alive]
-
-
-def lower_thread_priority(nice: int) -> None:
-    """Make the calling thread at least `nice` nice (Linux schedules threads one by one, and the
-    threads it starts later inherit it); elsewhere, or where not allowed, nothing changes."""
-    if nice <= 0:
-        return
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, max(nice, os.getpriority(os.PRIO_PROCESS, tid)))
-    except (AttributeError, OSError):
-        return

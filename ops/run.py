@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from distrl_core.envs.actions import Action, format_action
 from distrl_core.envs.kinds import EnvKind
 from distrl_core.envs.observation import Observation
-from distrl_core.envs.protocol import Environment, StepResult
+from distrl_core.envs.protocol import Environment, StepResult, Task
 from distrl_core.evaluators import EpisodeContext, EvalResult, Verdict
 from distrl_core.policy import Policy, load_policy
 from distrl_core.policy.types import ActOutput
@@ -35,7 +35,7 @@ from simulators.factory import make_env
 from simulators.rollout import RolloutConfig, RolloutResult, run_episodes
 from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
 from simulators.sim_rules import SimStateEvaluator
-from simulators.simdroid.tasks import HORIZONS, Task, get_task, load_tasks
+from simulators.simdroid.tasks import HORIZONS, get_task, load_tasks
 from storage.registry import PolicyRegistry
 from storage.schema import steps_to_table
 from storage.shards import ShardWriter, ShardWriterConfig

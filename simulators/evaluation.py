@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from distrl_core.envs.protocol import Task
 from simulators.rollout import ActFn, Actor, RolloutConfig, run_episodes
 from simulators.sim_env import SimDroidEnvConfig
-from simulators.simdroid.tasks import Task
 
 __all__ = [
     "HELDOUT_SEED",

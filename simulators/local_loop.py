@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from distrl_core.envs.protocol import Task
 from distrl_core.learner.groups import group_tasks, sample_groups
 from distrl_core.learner.learner import Learner
 from distrl_core.learner.losses import loss_type
@@ -26,7 +27,7 @@ from simulators.evaluation import HELDOUT_SEED, IN_DISTRIBUTION_SEED, estimate_s
 from simulators.rollout import ActFn, Actor, RolloutConfig, RolloutResult, run_episodes
 from simulators.sim_env import SimDroidEnvConfig
 from simulators.simdroid.device import SimDroidConfig
-from simulators.simdroid.tasks import Task, load_tasks
+from simulators.simdroid.tasks import load_tasks
 
 __all__ = ["InMemoryReplay", "LoopConfig", "RoundResult", "evaluate_success", "train_rounds"]
 

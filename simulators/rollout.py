@@ -22,11 +22,11 @@ from distrl_core.envs.action_rules import utf8_safe
 from distrl_core.envs.actions import Action, format_action
 from distrl_core.envs.kinds import EnvKind
 from distrl_core.envs.observation import Observation
-from distrl_core.envs.protocol import Environment
+from distrl_core.envs.protocol import Environment, Task
 from distrl_core.policy.types import ActOutput
 from simulators.factory import make_sim_envs
 from simulators.sim_env import SimDroidEnvConfig
-from simulators.simdroid.tasks import Task, get_task
+from simulators.simdroid.tasks import get_task
 
 log = logging.getLogger(__name__)
 

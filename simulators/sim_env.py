@@ -18,11 +18,11 @@ from typing import ClassVar, TypeVar
 from distrl_core.envs.actions import Action, ActionKind, parse_action, swipe_endpoints, to_pixels
 from distrl_core.envs.kinds import EnvKind
 from distrl_core.envs.observation import Observation, UIElement, compact_tree, elements_to_xml
-from distrl_core.envs.protocol import FAMILIES, SPLITS, EpisodeRules, EpisodicEnv, StepResult
+from distrl_core.envs.protocol import FAMILIES, SPLITS, EpisodeRules, EpisodicEnv, StepResult, Task
 from simulators.simdroid.catalog import find_app
 from simulators.simdroid.device import DeviceOffline, ResetFailed, SimDroid, SimDroidConfig
 from simulators.simdroid.render import solid_png
-from simulators.simdroid.tasks import Task, get_task, load_tasks
+from simulators.simdroid.tasks import get_task, load_tasks
 
 __all__ = ["SimDroidEnv", "SimDroidEnvConfig", "StepResult"]
 

@@ -17,13 +17,14 @@ from typing import Any
 import torch
 
 from distrl_core.algos.masking import masked_mean
+from distrl_core.envs.protocol import Task
 from distrl_core.learner.batch import StepBatch
 from distrl_core.policy.defaults import training_defaults
 from distrl_core.policy.model import Policy
 from simulators.rollout import RolloutConfig, RolloutResult, expert_actor, run_episodes
 from simulators.sim_env import SimDroidEnvConfig
 from simulators.simdroid.device import SimDroidConfig
-from simulators.simdroid.tasks import Task, load_tasks
+from simulators.simdroid.tasks import load_tasks
 
 __all__ = ["WarmStartConfig", "collect_demonstrations", "supervised_warm_start"]
 

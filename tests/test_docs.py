@@ -11,7 +11,7 @@ from ops import config_table
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "prefect.yaml"]
-CODE = ("distrl_core", "storage", "tasks", "flows")
+CODE = ("distrl_core", "simulators", "storage", "tasks", "flows", "ops")
 # A clone has none of these: written in pieces so that this file does not match itself.
 OUTSIDE = re.compile("|".join([r"\.\./" + "shared", "ARCHITECTURE" + r"(\.md| §)", "STACK" + r"\.md"]))
 # An issue tracker's numbers mean nothing to a reader of the repository (written apart, as above).
@@ -120,3 +120,21 @@ def test_the_distrl_up_recipe_is_the_one_it_prints(tmp_path: Path) -> None:
     assert block.group(1).splitlines() == recipe(), (
         "docs/operations.md's `distrl up` recipe differs from what `distrl up` prints (ops/up.py recipe())"
     )
+
+
+def test_every_file_the_docs_name_exists() -> None:
+    # a module moved between packages leaves no stale path behind in the docs
+    named = re.compile(r"\b(?:" + "|".join(CODE) + r"|bench|tests)/[\w/]+\.py\b")
+    missing = [
+        f"{doc.name}: {path}"
+        for doc in DOCS
+        for path in sorted(set(named.findall(doc.read_text(encoding="utf-8"))))
+        if not (ROOT / path).is_file()
+    ]
+    assert not missing, f"the docs name files that do not exist: {missing}"
+
+
+def test_the_architecture_map_names_every_package() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    missing = [package for package in CODE if f"`{package}/`" not in text]
+    assert not missing, f"docs/architecture.md's map of packages leaves out {missing}"

@@ -127,3 +127,16 @@ def test_convert_gguf_without_the_gguf_package_names_the_fix(tmp_path, monkeypat
     source.write_bytes(b"GGUF")
     with pytest.raises(ImportError, match="make pretrained"):
         convert_gguf(source, tmp_path / "out")
+
+
+def test_the_shipped_packages_are_the_code_layers_and_the_console_script_resolves():
+    import importlib
+
+    from tests.test_imports import LAYERS
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    shipped = [name.rstrip("*") for name in config["tool"]["setuptools"]["packages"]["find"]["include"]]
+    assert set(shipped) == set(LAYERS) - {"bench", "tests"}
+    assert set(config["tool"]["mypy"]["packages"]) == set(LAYERS) - {"tests"}
+    module, _, function = config["project"]["scripts"]["distrl"].partition(":")
+    assert callable(getattr(importlib.import_module(module), function))

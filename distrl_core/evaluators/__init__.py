@@ -18,7 +18,6 @@ from distrl_core.evaluators.judge import (
     ModelJudge,
 )
 from distrl_core.evaluators.judge_parse import parse_judge_answer
-from simulators.sim_rules import SimStateEvaluator
 
 __all__ = [
     "EpisodeContext",
@@ -31,7 +30,6 @@ __all__ = [
     "JudgeRequestRejected",
     "JudgeUnavailable",
     "ModelJudge",
-    "SimStateEvaluator",
     "Verdict",
     "parse_judge_answer",
 ]

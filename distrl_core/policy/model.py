@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
-from simulators.corpus import simdroid_corpus
 from torch import nn
 
 from distrl_core.envs.observation import Observation
@@ -31,6 +30,7 @@ from distrl_core.policy.parts import ActingParts
 from distrl_core.policy.prompt import PROMPT_WORDS, EncodedStep, encode_scoring_step, last_actions
 from distrl_core.policy.tokenizer import build_word_tokenizer
 from distrl_core.policy.types import ActOutput, EvalOutput, StepInput
+from distrl_core.policy.vocabulary import vocabulary_words
 
 __all__ = ["BaseInfo", "Policy", "StepLayout", "build_heads", "default_tokenizer"]
 
@@ -64,7 +64,7 @@ class StepLayout(Protocol):
 
 @functools.cache
 def default_tokenizer_corpus(split: str = "train") -> tuple[str, ...]:
-    return tuple(simdroid_corpus(split))
+    return vocabulary_words(split)
 
 
 def default_tokenizer(extra_words: Sequence[str] = (), vocabulary: str = "train") -> Any:

@@ -1,5 +1,6 @@
 """SimDroid: a deterministic, fast Android-like device for offline RL (docs/architecture.md, "SimDroid")."""
 
+from distrl_core.envs.protocol import Task
 from simulators.simdroid.device import (
     DeviceOffline,
     FaultConfig,
@@ -8,7 +9,7 @@ from simulators.simdroid.device import (
     SimDroidConfig,
     UnknownPackage,
 )
-from simulators.simdroid.tasks import Task, get_task, load_tasks
+from simulators.simdroid.tasks import get_task, load_tasks
 
 __all__ = [
     "DeviceOffline",

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from distrl_core.envs.observation import UIElement, elements_to_xml
+from distrl_core.envs.protocol import Task
 from simulators.simdroid.apps_system import launch
 from simulators.simdroid.catalog import LAUNCHER, find_app
 from simulators.simdroid.faults import DeviceOffline, FaultConfig, FaultModel, ResetFailed
@@ -29,7 +30,6 @@ from simulators.simdroid.render import render_png, solid_png
 from simulators.simdroid.screens import build_screen, maybe_show_distractor
 from simulators.simdroid.state import DeviceState
 from simulators.simdroid.success import is_successful as _is_successful
-from simulators.simdroid.tasks import Task
 from simulators.simdroid.widgets import Screen
 
 __all__ = ["DeviceOffline", "FaultConfig", "ResetFailed", "SimDroid", "SimDroidConfig", "UnknownPackage"]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from distrl_core.envs.actions import Action
 from distrl_core.envs.observation import UIElement
+from distrl_core.envs.protocol import Task
 from simulators.simdroid.apps_browser import URL_FIELD, search_field
 from simulators.simdroid.apps_system import format_time
 from simulators.simdroid.catalog import (
@@ -28,7 +29,6 @@ from simulators.simdroid.catalog import (
     normalize_query,
 )
 from simulators.simdroid.device import SimDroid
-from simulators.simdroid.tasks import Task
 
 if TYPE_CHECKING:
     from simulators.sim_env import SimDroidEnv

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from distrl_core.envs.protocol import Task
 from simulators.simdroid.apps_system import brightness, is_on
 from simulators.simdroid.catalog import BRIGHTNESS_MAX, CHROME, TOGGLE_BY_KEY, normalize_query
 from simulators.simdroid.state import DeviceState, Page
-from simulators.simdroid.tasks import Task
 
 BRIGHTNESS_TOLERANCE_PCT = 2.0  # one slider tap lands within a pixel; 2% forgives rounding, not guessing
 

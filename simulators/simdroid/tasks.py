@@ -11,12 +11,11 @@ from __future__ import annotations
 import random
 import re
 import zlib
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable
 from functools import cache
-from types import MappingProxyType
 from typing import Any
 
+from distrl_core.envs.protocol import FAMILIES, SPLITS, Task
 from simulators.simdroid.catalog import (
     APPS,
     BRIGHTNESS_MAX,
@@ -37,38 +36,7 @@ from simulators.simdroid.task_text import (
     format_12h,
 )
 
-FAMILIES = ("general", "webshop")
-SPLITS = ("train", "test")
 HORIZONS = {"general": 10, "webshop": 20}  # DigiRL's horizons for AitW General / Web Shopping
-
-
-@dataclass(frozen=True)
-class Task:
-    task_id: str
-    family: str  # "general" | "webshop"
-    kind: str  # open_app, toggle_setting, set_alarm, web_search, set_brightness, shop_*
-    instruction: str
-    split: str  # "train" | "test"
-    horizon: int
-    params: Mapping[str, Any]  # JSON-able; "template" names the phrasing, "setup" the start state
-
-    def __post_init__(self) -> None:
-        if self.family not in FAMILIES:
-            raise ValueError(f"Task.family must be one of {FAMILIES}, got {self.family!r}")
-        if self.split not in SPLITS:
-            raise ValueError(f"Task.split must be one of {SPLITS}, got {self.split!r}")
-        if self.horizon < 1:
-            raise ValueError(f"Task.horizon must be >= 1, got {self.horizon}")
-        # read-only, so that a task shared by environments cannot be changed under them
-        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
-
-    def __hash__(self) -> int:
-        return hash(self.task_id)
-
-    def __reduce__(self) -> tuple[type[Task], tuple[Any, ...]]:
-        # mappingproxy cannot be pickled; rebuild from a plain dict (multiprocessing, deepcopy)
-        fields = (self.task_id, self.family, self.kind, self.instruction, self.split, self.horizon)
-        return (Task, (*fields, dict(self.params)))
 
 
 def _sample(rng: random.Random, items: list[Any], count: int) -> list[Any]:
