@@ -19,9 +19,8 @@ import torch
 
 from distrl_core.envs.protocol import Task
 from distrl_core.learner.groups import group_tasks, sample_groups
-from distrl_core.learner.learner import Learner
+from distrl_core.learner.learner import Draw, Learner, train_step
 from distrl_core.learner.losses import loss_type
-from distrl_core.learner.step import Draw, train_step
 from distrl_core.learner.task_stats import options_active
 from simulators.evaluation import HELDOUT_SEED, IN_DISTRIBUTION_SEED, estimate_success
 from simulators.rollout import ActFn, Actor, RolloutConfig, RolloutResult, run_episodes

@@ -1,6 +1,7 @@
-"""The learner: ``update(batch) -> (metrics, new priorities)`` for every algorithm.
+"""The learner: ``train_step`` (draw, update, write the priorities back) and ``Learner.update(batch)
+-> (metrics, new priorities)`` for every algorithm.
 
-An update, in reading order: ``_prepared`` (checks, device, MobileRL-style rewards), ``_fresh_rows``
+An update, in reading order: ``train_step`` turns the drawn rows into a ``StepBatch``, then ``_prepared`` (checks, device, MobileRL-style rewards), ``_fresh_rows``
 (the steps the losses use), the loss's whole-batch inputs (``losses``), ``_accumulate_gradients``
 over ``_micro_batches`` (each through ``MicroBatchLoss``: the policy's forward and the algorithm's
 loss), ``_optimiser_step`` and the metrics. What an algorithm computes is its loss's
@@ -11,9 +12,10 @@ optimisers and the metrics.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -33,7 +35,7 @@ from distrl_core.policy.model import Policy
 if TYPE_CHECKING:
     from distrl_core.learner.distributed import DataParallel
 
-__all__ = ["Learner"]
+__all__ = ["Draw", "Learner", "Sampled", "StepResult", "train_step"]
 
 
 def _grad_norm(parameters: Sequence[nn.Parameter], clip: float) -> float:
@@ -283,3 +285,53 @@ def _add_micro_batch(
     sums["unknown_action_fraction"] = sums.get("unknown_action_fraction", 0.0) + unknown_share
     for name, value in objective.stats.items():
         sums[name] = sums.get(name, 0.0) + float(value) * step_share
+
+
+class Sampled(Protocol):
+    """What one training step draws, one entry per trajectory in draw order: the replay's
+    ``storage.replay_sample.SampleBatch`` as it is, or a :class:`Draw`."""
+
+    @property
+    def slots(self) -> np.ndarray: ...  # where each priority is written back (replay slots, episode indices)
+
+    @property
+    def steps(self) -> Any: ...  # step rows tagged with `sample_idx`: a pyarrow table or a list of dicts
+
+    @property
+    def is_weights(self) -> np.ndarray: ...  # importance-sampling weights
+
+
+class Draw(NamedTuple):
+    """A :class:`Sampled` batch built by hand (the in-memory replay, a follower rank's message)."""
+
+    slots: np.ndarray
+    steps: Any
+    is_weights: np.ndarray
+
+
+@dataclass(frozen=True)
+class StepResult:
+    metrics: dict[str, float]  # Learner.update's
+    steps: int  # step rows trained on
+    update_s: float  # the update and the write-back; the draw is the caller's to time
+
+
+def train_step(
+    learner: Learner,
+    sample: Callable[[], Sampled],
+    write_back: Callable[[np.ndarray, np.ndarray], None],
+) -> StepResult:
+    """One training step: draw with `sample` (its exceptions, e.g. a replay not ready, pass
+    through), update, and hand one new priority per trajectory to `write_back(slots, priorities)`.
+    The in-process loop (``simulators.local_loop``) and the learner task (``tasks.learner``) both
+    train through it; they differ only in where a batch comes from and where priorities go::
+
+        step = train_step(learner, lambda: replay.sample(16, beta=learner.beta_at()), replay.update_priorities)
+        step.metrics["actor_loss"], step.steps, step.update_s
+    """
+    draw = sample()
+    started = time.perf_counter()
+    batch = StepBatch.from_rows(draw.steps, draw.is_weights)
+    metrics, priorities = learner.update(batch)
+    write_back(draw.slots, priorities)
+    return StepResult(metrics, batch.num_steps, time.perf_counter() - started)
