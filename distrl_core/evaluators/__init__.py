@@ -1,8 +1,9 @@
 """Evaluators: did the agent complete its task?
 
-Rule-based checks read device state (``sim_rules`` for SimDroid, ``adb_checks`` for real devices over
-ADB); the model judge (``judge``) asks a (vision-)language model over HTTP (``judge_http``) or locally
-(``judge_local``). All answer an :class:`EpisodeContext` with an :class:`EvalResult`.
+The model judge (``judge``) asks a (vision-)language model over HTTP (``judge_http``) or locally
+(``judge_local``). The rule-based checks that read a device's state live with the devices
+(``simulators.sim_rules`` for SimDroid, ``simulators.adb_checks`` over ADB). All answer an
+:class:`EpisodeContext` with an :class:`EvalResult`.
 
 Only the light modules are imported here; import backends from their modules.
 """
