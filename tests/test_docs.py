@@ -138,3 +138,21 @@ def test_the_architecture_map_names_every_package() -> None:
     text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     missing = [package for package in CODE if not re.search(rf"^{package}/ ", text, flags=re.MULTILINE)]
     assert not missing, f"docs/architecture.md's map of packages leaves out {missing}"
+
+
+def test_the_configuration_table_holds_every_settings_class() -> None:
+    import ast
+
+    declared = {
+        node.name
+        for package in CODE
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef)
+        and any(
+            ast.unparse(base) in ("BaseSettings", "pydantic_settings.BaseSettings") for base in node.bases
+        )
+    }
+    assert declared == {settings.__name__ for settings in config_table.SETTINGS}, (
+        "a settings class is missing from ops/config_table.py's SETTINGS (or it lists one that is gone)"
+    )
