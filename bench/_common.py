@@ -17,7 +17,7 @@ from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
 
-# The latency model behind `step_latency_s` / `task_latency_sigma` (distrl_core.envs.simdroid.faults
+# The latency model behind `step_latency_s` / `task_latency_sigma` (simulators.simdroid.faults
 # FaultModel.new_episode), written into every result.
 LATENCY_MODEL = (
     "each episode draws a factor F ~ lognormal(0, task_latency_sigma); each input action then sleeps "
@@ -31,7 +31,7 @@ def prepare(root: Path, *, fresh: bool = True) -> Path:
     Prefect's home beside it. Must run before Prefect or MLflow are imported."""
     if fresh:
         shutil.rmtree(root, ignore_errors=True)
-    from flows.embedded import configure_embedded
+    from ops.embedded import configure_embedded
 
     # One Prefect home for all benches: its database is created once (slow on a loaded machine).
     os.environ.setdefault("PREFECT_HOME", str(root.parent / "prefect"))
@@ -80,7 +80,7 @@ def machine() -> dict:
 
 def publish_warm_start(updates: int, seed: int = 0) -> int:
     """The same warm-started version for every run of a bench (deterministic on one thread)."""
-    from distrl_core.learner.warm_start import WarmStartConfig
+    from simulators.warm_start import WarmStartConfig
     from tasks.warm_start import warm_start_policy
 
     return warm_start_policy.fn(WarmStartConfig(family="general", updates=updates, seed=seed))

@@ -15,9 +15,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from distrl_core.learner import LearnerConfig, WarmStartConfig
+from distrl_core.learner import LearnerConfig
 from distrl_core.learner.config import ALGORITHMS, Algorithm
 from distrl_core.learner.losses import field_readers
+from simulators.warm_start import WarmStartConfig
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:

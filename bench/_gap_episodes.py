@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distrl_core.envs.actions import Action, ActionKind, format_action
-from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
-from distrl_core.envs.simdroid.expert import expert_action
-from distrl_core.envs.simdroid.tasks import Task
+from distrl_core.envs.protocol import Task
+from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
+from simulators.simdroid.expert import expert_action
 
 # The first wrong action of a failed episode, by what the expert did and what the policy did instead.
 CATEGORIES = {

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.netns import Network
-from flows import processes
-from flows.processes import Managed
-from flows.quiet import QUIET_ENV
+from ops import processes
+from ops.processes import Managed
+from ops.quiet import QUIET_ENV
 
 HEAD = "head"
 COLLECTOR_A, COLLECTOR_B, LEARNER = "collector-a", "collector-b", "learner"

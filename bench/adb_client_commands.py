@@ -1,6 +1,6 @@
 """Debian's ``adb`` client against ``distrl fake-adb``: which commands a person types by hand work.
 
-Starts ``python -m flows.cli fake-adb`` from a checkout (``--root``, default this one) with a fresh
+Starts ``python -m ops.cli fake-adb`` from a checkout (``--root``, default this one) with a fresh
 HOME (its console token goes there, where ``adb emu`` reads it), runs each command with the
 installed ``adb -P PORT``, and checks its result: the exit status and what it printed or did.
 Prints a markdown table (command, result, detail); ``--json PATH`` also writes the rows.
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
             "ADBUTILS_ADB_PATH": "/bin/false",
         }
         server = subprocess.Popen(
-            [sys.executable, "-m", "flows.cli", "fake-adb", "--port", str(port), "--devices", "1"],
+            [sys.executable, "-m", "ops.cli", "fake-adb", "--port", str(port), "--devices", "1"],
             cwd=args.root,
             env=env,
             stdout=subprocess.PIPE,

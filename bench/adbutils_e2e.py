@@ -20,7 +20,7 @@ import tempfile
 from importlib.metadata import version
 from pathlib import Path
 
-from distrl_core.envs.fake_adb import FakeAdbConfig, FakeAdbServer
+from simulators.fake_adb import FakeAdbConfig, FakeAdbServer
 
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)")
 

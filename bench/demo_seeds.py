@@ -32,7 +32,7 @@ from typing import Any
 
 from bench._common import machine, write_result
 from bench._stats import fmt_interval, t_interval
-from flows.cli_flows import PRETRAINED_BASE
+from ops.cli_flows import PRETRAINED_BASE
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class DemoSettings:
 
     def argv(self, seed: int) -> list[str]:
         """The demo's command line for `seed`."""
-        demo = [sys.executable, "-m", "flows.cli", "demo"]
+        demo = [sys.executable, "-m", "ops.cli", "demo"]
         return [*demo, "--seed", str(seed), "--minutes", f"{self.minutes:g}", *self.flags()]
 
     @property

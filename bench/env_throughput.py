@@ -13,9 +13,9 @@ import os
 import platform
 import time
 
-from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
-from distrl_core.envs.simdroid import load_tasks
-from distrl_core.envs.simdroid.expert import expert_action
+from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
+from simulators.simdroid import load_tasks
+from simulators.simdroid.expert import expert_action
 
 
 def measure(screenshots: bool, seconds: float) -> dict[str, float | int]:

@@ -32,11 +32,11 @@ HUGE_PRIORITIES = [1e308, 1.7e308, 1e200]
 
 
 def _run_child(argv: list[str], env: dict[str, str], timeout_s: float = 600) -> tuple[int, str, float, int]:
-    """Exit code, stderr, seconds and peak RSS (MB) of one `python -m flows.cli` child."""
+    """Exit code, stderr, seconds and peak RSS (MB) of one `python -m ops.cli` child."""
     started = time.monotonic()
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "flows.cli", *argv], env=env, stdout=subprocess.DEVNULL, stderr=err
+            [sys.executable, "-m", "ops.cli", *argv], env=env, stdout=subprocess.DEVNULL, stderr=err
         )
         timer = threading.Timer(timeout_s, proc.kill)
         timer.start()
@@ -182,9 +182,9 @@ def collector_buffer_full_disk() -> dict[str, Any]:
 
 def adb_dump_limits() -> dict[str, Any]:
     """Hostile `uiautomator dump`s through the fake ADB server: each refused naming its limit."""
-    from distrl_core.envs.adb import AdbEnvConfig, UiDumpError
-    from distrl_core.envs.adb.link import AdbDeviceLink
-    from distrl_core.envs.fake_adb import FakeAdbConfig, FakeAdbServer
+    from simulators.adb import AdbEnvConfig, UiDumpError
+    from simulators.adb.link import AdbDeviceLink
+    from simulators.fake_adb import FakeAdbConfig, FakeAdbServer
 
     node = '<node text="" resource-id="com.example:id/container" class="android.widget.FrameLayout" clickable="true" bounds="[0,0][1080,1920]">'
     head = '<?xml version="1.0" encoding="UTF-8"?><hierarchy rotation="0">'

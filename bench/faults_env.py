@@ -11,7 +11,7 @@ Every scenario returns ``{scenario, attempts, corrupt, lost, crashed, leaked}``:
 - ``crashed``: exceptions that escaped to the caller (a collector batch that failed);
 - ``leaked``: threads still alive afterwards beyond those that were there before.
 
-The devices' faults are SimDroid's own seeded fault model (``distrl_core.envs.simdroid.faults``);
+The devices' faults are SimDroid's own seeded fault model (``simulators.simdroid.faults``);
 episodes go through the collector's write path (``steps_to_table`` -> ``ShardWriter``).
 """
 
@@ -32,12 +32,12 @@ from typing import Any
 
 from distrl_core.envs.actions import parse_action
 from distrl_core.envs.actions_autoui import parse_autoui_action
-from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
-from distrl_core.envs.simdroid.device import SimDroidConfig
-from distrl_core.envs.simdroid.faults import FaultConfig
-from distrl_core.envs.simdroid.tasks import load_tasks
 from distrl_core.policy.types import ActOutput
-from distrl_core.rollout import RolloutConfig, expert_actor, run_episodes
+from simulators.rollout import RolloutConfig, expert_actor, run_episodes
+from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
+from simulators.simdroid.device import SimDroidConfig
+from simulators.simdroid.faults import FaultConfig
+from simulators.simdroid.tasks import load_tasks
 
 BATCH = 8  # episodes per collector batch, as CollectorParams.episodes_per_batch
 ENVS = 4
@@ -207,7 +207,7 @@ def reset_outage(episodes: int = 400, seed: int = 0, details: dict[str, int] | N
 
 def hostile_adb_clients(connections: int = 1000, idle_timeout_s: float = 0.3) -> dict[str, Any]:
     """Half-open connections, garbage headers and resets against the fake ADB server."""
-    from distrl_core.envs.fake_adb import FakeAdbConfig, FakeAdbServer
+    from simulators.fake_adb import FakeAdbConfig, FakeAdbServer
 
     payloads = (b"", b"00", b"0010host", b"ffff" + b"x" * 64, b"zzzz", b"-001")
     baseline = threading.active_count()

@@ -168,7 +168,7 @@ def _stale_lease(kind: str) -> Callable[[], dict]:
 
 def first_start_race_home() -> dict:
     crashed = 0
-    argv = [sys.executable, "-m", "flows.cli", "retrain", "--updates", "1"]
+    argv = [sys.executable, "-m", "ops.cli", "retrain", "--updates", "1"]
     env = {"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", ""), "HF_HUB_OFFLINE": "1"}
     with tempfile.TemporaryDirectory(prefix="distrl-first-") as tmp:
         for pair in range(FIRST_START_PAIRS):
@@ -193,7 +193,7 @@ def first_start_race_home() -> dict:
 def secret_canaries_up_children() -> dict:
     import psutil
 
-    from flows.up import Stack, UpConfig
+    from ops.up import Stack, UpConfig
 
     saved = dict(os.environ)
     os.environ.update(CANARIES)

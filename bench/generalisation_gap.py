@@ -35,18 +35,13 @@ from bench._curve_settings import parse_overrides
 from bench._gap_episodes import CATEGORIES, Episode, param_value, run_inspected
 from bench._stats import fmt_interval, t_interval
 from bench.learning_curve import _quiet_worker, policy_config
-from distrl_core.envs.simdroid.tasks import Task, load_tasks, validation_split
-from distrl_core.learner import (
-    Learner,
-    LearnerConfig,
-    LoopConfig,
-    WarmStartConfig,
-    collect_demonstrations,
-    supervised_warm_start,
-    train_rounds,
-)
+from distrl_core.envs.protocol import Task
+from distrl_core.learner import Learner, LearnerConfig
 from distrl_core.policy import Policy
 from distrl_core.policy.tokenizer import split_words
+from simulators.local_loop import LoopConfig, train_rounds
+from simulators.simdroid.tasks import load_tasks, validation_split
+from simulators.warm_start import WarmStartConfig, collect_demonstrations, supervised_warm_start
 
 SPLIT_NAMES = ("fit", "validation", "test")
 EPISODE_SEED = 7_000_000  # environment seeds of the inspected episodes: seed + repeat

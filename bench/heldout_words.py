@@ -23,8 +23,8 @@ from typing import Any
 
 from bench._stats import fmt_interval, t_interval
 from bench.validation_words import vocabulary
-from distrl_core.envs.simdroid.tasks import get_task
 from distrl_core.policy.tokenizer import split_words
+from simulators.simdroid.tasks import get_task
 
 STAGES = ("warm_start", "final")
 

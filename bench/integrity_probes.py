@@ -216,7 +216,7 @@ def start_train_local(home: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
     for key in [k for k in env if k.startswith(("DISTRL_", "PREFECT_", "MLFLOW_"))]:
         del env[key]
-    argv = [sys.executable, "-m", "flows.cli", "-v", "train-local", "--home", str(home)]
+    argv = [sys.executable, "-m", "ops.cli", "-v", "train-local", "--home", str(home)]
     argv += ["--minutes", "3", "--collectors", "1", "--warm-start-updates", "0"]
     log = open(home.parent / "train-local.log", "wb")  # noqa: SIM115  (the child writes it)
     return subprocess.Popen(argv, cwd=home.parent, env=env, stdout=log, stderr=subprocess.STDOUT)

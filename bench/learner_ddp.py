@@ -36,10 +36,10 @@ def _batches(count: int, batch_size: int) -> list[Any]:
     """`count` union batches of `batch_size` real episodes (step dicts tagged with sample_idx)."""
     import numpy as np
 
-    from distrl_core.envs.sim_env import SimDroidEnvConfig
-    from distrl_core.learner.step import Draw
+    from distrl_core.learner.learner import Draw
     from distrl_core.policy import Policy, PolicyConfig
-    from distrl_core.rollout import RolloutConfig, run_episodes
+    from simulators.rollout import RolloutConfig, run_episodes
+    from simulators.sim_env import SimDroidEnvConfig
 
     policy = Policy.create(PolicyConfig(device="cpu"))
     tasks = [f"general-train-{i:04d}" for i in range(batch_size)]
@@ -68,7 +68,7 @@ def _run(draws: list[Any], threads: int, processes: int, warmup: int) -> dict[st
     import torch
 
     from distrl_core.learner import Learner, LearnerConfig
-    from distrl_core.learner.step import train_step
+    from distrl_core.learner.learner import train_step
     from distrl_core.policy import Policy, PolicyConfig
     from tasks.learner_ranks import LearnerRanks
 
@@ -91,7 +91,7 @@ def _run(draws: list[Any], threads: int, processes: int, warmup: int) -> dict[st
         if ranks is not None:
             ranks.close()
     updates = len(draws) - warmup
-    trajectories = updates * len(draws[0].keys)
+    trajectories = updates * len(draws[0].slots)
     return {
         "processes": processes,
         "torch_threads_per_process": threads,

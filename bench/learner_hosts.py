@@ -49,7 +49,7 @@ def two_hosts(updates: int, kill_before: int | None, batch_size: int = 8) -> dic
 
     from bench import netns
     from distrl_core.learner import Learner, LearnerConfig
-    from distrl_core.learner.step import train_step
+    from distrl_core.learner.learner import train_step
     from distrl_core.policy import Policy, PolicyConfig, load_policy, save_policy
     from tasks.learner_ranks import LearnerRanks, RankNetwork
     from tasks.rank_channel import KEY_ENV, new_key

@@ -4,7 +4,7 @@ critic-free group baseline (GiGPO-style), at equal environment steps, on General
 Per (family, seed): one warm start (SFT on noisy scripted-expert demonstrations of the train split),
 saved and shared by every method. Per (family, seed, method): rounds of collect episodes on train
 tasks with the current policy (sampling) → in-memory replay → learner updates → greedy evaluation
-on the held-out test split (``distrl_core.learner.train_rounds``), until ``--env-steps`` steps.
+on the held-out test split (``simulators.local_loop.train_rounds``), until ``--env-steps`` steps.
 
 A method's score for a seed is its final held-out success: the mean of its last 3 evaluations.
 Printed per method and family: the mean over seeds with its 95 % t-interval, and the relative gain
@@ -56,21 +56,15 @@ import torch
 
 from bench._curve_settings import CurveSettings, add_curve_arguments, curve_settings
 from bench._stats import fmt_interval, t_interval
-from distrl_core.envs.simdroid.tasks import Task, load_tasks, validation_split
-from distrl_core.learner import (
-    Learner,
-    LearnerConfig,
-    LoopConfig,
-    WarmStartConfig,
-    collect_demonstrations,
-    evaluate_success,
-    supervised_warm_start,
-    train_rounds,
-)
+from distrl_core.envs.protocol import Task
+from distrl_core.learner import Learner, LearnerConfig
 from distrl_core.learner.config import Algorithm
 from distrl_core.policy import LoraSettings, Policy, PolicyConfig, load_policy, save_policy
 from distrl_core.policy.config import EncoderSettings, TinyModelConfig
 from distrl_core.policy.pretrained import is_encoder_folder, resolve_base
+from simulators.local_loop import LoopConfig, evaluate_success, train_rounds
+from simulators.simdroid.tasks import load_tasks, validation_split
+from simulators.warm_start import WarmStartConfig, collect_demonstrations, supervised_warm_start
 
 MOBILERL = {"positive_replay_strength": 2.0, "failure_curriculum_attempts": 6, "shortest_path_exponent": 1.0}
 # name -> (algorithm, LearnerConfig overrides)
@@ -373,7 +367,7 @@ def main(argv: list[str] | None = None) -> None:
 def update_timing(directory: str, family: str, repeats: int = 10) -> dict[str, float]:
     """Seconds per A-RIDE update on 16 whole trajectories and on 16 single steps (median)."""
     from distrl_core.learner import StepBatch
-    from distrl_core.rollout import RolloutConfig, run_episodes
+    from simulators.rollout import RolloutConfig, run_episodes
 
     policy = load_policy(directory, device="cpu")
     tasks = load_tasks(family, "train")

@@ -49,8 +49,8 @@ from bench._multihost_hosts import (
 )
 from bench._multihost_observe import WROTE_SHARD, log_window, tcp_to
 from bench.netns import Network
-from flows import processes
-from flows.cli_flows import environment_kept
+from ops import processes
+from ops.cli_flows import environment_kept
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -178,7 +178,7 @@ class Scenario:
 
     # ----- the scenario ----------------------------------------------------------------------------
     def setup(self) -> None:
-        from flows.up_config import work_pools
+        from ops.up_config import work_pools
 
         self.net.up()
         self.mark(f"network up: {', '.join(f'{h.name} {h.address}' for h in self.net.hosts.values())}")

@@ -5,7 +5,7 @@ For each model, in its own process (so that peak memory is its own): acting late
 (one observation, and a batch of 16), the time of one learner update on 16 trajectories, peak
 memory (RSS on CPU, allocated GPU memory on CUDA), and held-out General success after the same
 wall-clock budget of warm start (SFT on the noisy expert, ``--warm-start-share`` of the budget)
-then A-RIDE rounds (distrl_core.learner.local_loop.train_rounds) until the budget is spent. The
+then A-RIDE rounds (simulators.local_loop.train_rounds) until the budget is spent. The
 budget counts everything in the loop: collection, updates and the small per-round evaluation on
 ``--eval-tasks`` held-out tasks; the final held-out number is on ``--final-eval-tasks`` tasks.
 
@@ -78,23 +78,15 @@ def _acting_latency(policy, observations, device: str, repeats: int) -> dict[str
 def run_one(model: str, args: argparse.Namespace) -> dict:
     import torch
 
-    from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
-    from distrl_core.envs.simdroid.tasks import load_tasks
-    from distrl_core.learner import (
-        Learner,
-        LearnerConfig,
-        LoopConfig,
-        StepBatch,
-        WarmStartConfig,
-        collect_demonstrations,
-        evaluate_success,
-        supervised_warm_start,
-        train_rounds,
-    )
+    from distrl_core.learner import Learner, LearnerConfig, StepBatch
     from distrl_core.policy import LoraSettings, Policy, PolicyConfig
     from distrl_core.policy.config import EncoderSettings
     from distrl_core.policy.defaults import describe_defaults, training_defaults
     from distrl_core.policy.pretrained import is_encoder_folder
+    from simulators.local_loop import LoopConfig, evaluate_success, train_rounds
+    from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
+    from simulators.simdroid.tasks import load_tasks
+    from simulators.warm_start import WarmStartConfig, collect_demonstrations, supervised_warm_start
 
     torch.manual_seed(args.seed)
     device = args.device

@@ -194,7 +194,7 @@ def debug_sql_count(
 ) -> subprocess.CompletedProcess[str]:
     """`distrl -vv sql "SELECT count(*) FROM episodes"` in a child process: the most talkative way to
     touch S3 (botocore logs every signed request), for probes that look for leaked secrets."""
-    argv = [sys.executable, "-m", "flows.cli", "-vv", "sql", "SELECT count(*) AS n FROM episodes", "--store"]
+    argv = [sys.executable, "-m", "ops.cli", "-vv", "sql", "SELECT count(*) AS n FROM episodes", "--store"]
     return subprocess.run(
         [*argv, store_uri], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout_s
     )

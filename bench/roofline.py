@@ -76,9 +76,10 @@ def measure_base(base: str, threads: int, repeats: int, peak: float, seed: int =
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
-    from distrl_core.learner import Learner, LearnerConfig, StepBatch, WarmStartConfig, collect_demonstrations
+    from distrl_core.learner import Learner, LearnerConfig, StepBatch
     from distrl_core.policy import Policy
+    from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
+    from simulators.warm_start import WarmStartConfig, collect_demonstrations
 
     torch.manual_seed(seed)
     policy = Policy.create(_config(base, seed))

@@ -69,7 +69,7 @@ class Workers:
     """The worker processes of one configuration and their status files."""
 
     def __init__(self, n: int, args: argparse.Namespace, root: Path) -> None:
-        from flows.processes import die_with_parent
+        from flows.child_process import die_with_parent
 
         self.folder = root / "workers" / f"n{n}"
         self.folder.mkdir(parents=True, exist_ok=True)

@@ -233,7 +233,7 @@ def sql_special_files_probe(store: Store, timeout_s: float = 120.0) -> dict[str,
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "flows.cli", *query],
+            [sys.executable, "-m", "ops.cli", *query],
             capture_output=True,
             text=True,
             timeout=timeout_s,

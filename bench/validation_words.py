@@ -14,9 +14,10 @@ import argparse
 import json
 from pathlib import Path
 
-from distrl_core.envs.simdroid.tasks import load_tasks, validation_split, word_holdout_templates
 from distrl_core.policy.prompt import PROMPT_WORDS
-from distrl_core.policy.tokenizer import simdroid_corpus, split_words
+from distrl_core.policy.tokenizer import split_words
+from simulators.corpus import simdroid_corpus
+from simulators.simdroid.tasks import load_tasks, validation_split, word_holdout_templates
 
 
 def vocabulary(corpus: str) -> set[str]:

@@ -25,7 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from flows.processes import die_with_parent, lower_thread_priority
+from flows.child_process import die_with_parent, lower_thread_priority
 from tasks.evaluator import EvaluatorParams
 from tasks.stop import signalled
 

@@ -14,8 +14,8 @@ from typing import TypedDict
 
 from prefect import flow, get_run_logger
 
-from distrl_core.learner.warm_start import WarmStartConfig
 from distrl_core.policy.defaults import configure_threads
+from simulators.warm_start import WarmStartConfig
 from storage.registry import PolicyRegistry
 from storage.replay_config import ReplaySettings
 from tasks.learner import (

@@ -15,11 +15,11 @@ from typing import Any, Literal
 from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field, model_validator
 
-from distrl_core.learner.evaluation import IN_DISTRIBUTION_SEED
-from distrl_core.learner.warm_start import WarmStartConfig
 from flows.collect import collect
 from flows.embedded_evaluator import start_embedded_evaluator
 from flows.learn import learn
+from simulators.evaluation import IN_DISTRIBUTION_SEED
+from simulators.warm_start import WarmStartConfig
 from storage.registry import PolicyRegistry
 from storage.replay_config import ReplaySettings
 from tasks.bounds import MAX_MINUTES, MAX_SECONDS, MAX_SEED, MAX_THREADS, MAX_UPDATES, Family, Split

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import duckdb
 import numpy as np
@@ -25,27 +25,16 @@ from storage import replay_sql as sql
 from storage.catalog import BadShard, Catalog, try_read_shard
 from storage.rate_limiter import ReplayNotReady, SampleToInsertRatio
 from storage.replay_config import ReplaySettings
-from storage.replay_ingest import NewestVersion, quarantine_for_memory
-from storage.replay_sample import SampleBatch, draw_batch
+from storage.replay_ingest import IngestReport, NewestVersion, quarantine_for_memory, shard_steps
+from storage.replay_sample import SampleBatch, draw_batch, last_priorities
 from storage.replay_snapshot import MAX_PRIORITY, read_priority_snapshot, write_priority_snapshot
-from storage.schema import STEP_SCHEMA, conform
+from storage.schema import STEP_SCHEMA
 from storage.sql_limits import QueryLimits, SqlSettings
 from storage.store import REPLAY_STATE_DIR, Store, redact
 
 log = logging.getLogger(__name__)
 
 __all__ = ["IngestReport", "Replay", "ReplayNotReady", "SampleBatch"]
-
-
-@dataclass(frozen=True)
-class IngestReport:
-    shards: int = 0
-    transactions: int = 0  # DuckDB transactions the shards went in (one per batch)
-    quarantined: int = 0
-    episodes: int = 0
-    steps: int = 0
-    skipped_episodes: int = 0
-    evicted_episodes: int = 0
 
 
 class Replay:
@@ -72,9 +61,7 @@ class Replay:
         self.limits.apply(self.con)
         self.con.execute(sql.CREATE_TABLES)
         self.con.register("step_schema", STEP_SCHEMA.empty_table())
-        self.con.execute(
-            "CREATE TABLE IF NOT EXISTS steps AS SELECT *, NULL::BIGINT AS slot FROM step_schema"
-        )
+        self.con.execute(sql.CREATE_STEPS)
         self.con.unregister("step_schema")
         self.catalog = Catalog(
             store,
@@ -99,6 +86,16 @@ class Replay:
         if self._meta.get("next_slot", 0) == 0:
             self._load_priority_snapshot()
 
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self.con.execute("BEGIN")
+        try:
+            yield
+        except Exception:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
     # ----- state ---------------------------------------------------------------------------------
     def _load_meta(self) -> None:
         self._meta = dict(self.con.execute("SELECT key, value FROM replay_meta").fetchall())
@@ -106,9 +103,7 @@ class Replay:
         self.first_slot = int(self._meta.get("first_slot", 0))
         self.policy_version = int(self._meta.get("policy_version", 0))
         self.max_priority = float(self._meta.get("max_priority", self.config.initial_priority))
-        self.size_steps = int(
-            self.con.execute("SELECT coalesce(sum(n_steps), 0) FROM episodes").fetchall()[0][0]
-        )
+        self.size_steps = int(self.con.execute(sql.STEPS_HELD).fetchall()[0][0])
 
     def _save_meta(self, **pending: float) -> None:
         """Write the counters; `pending` gives values that take effect when the caller's transaction commits."""
@@ -120,7 +115,7 @@ class Replay:
             "inserted_steps": self.limiter.inserted,
             "sampled_steps": self.limiter.sampled,
         } | pending
-        self.con.executemany("INSERT OR REPLACE INTO replay_meta VALUES (?, ?)", list(values.items()))
+        self.con.executemany(sql.SAVE_META, list(values.items()))
 
     def _params(self, **extra: object) -> dict[str, object]:
         lag = self.config.max_policy_lag
@@ -202,70 +197,46 @@ class Replay:
     def _set_aside(self, bad: BadShard, totals: dict[str, int]) -> None:
         """Record a quarantined (or skipped) shard as handled: no later scan, nor a restart from a
         file database, reads it again."""
-        self.con.execute(
-            "INSERT OR REPLACE INTO shards (path, status, reason) VALUES (?, 'quarantined', ?)",
-            [bad.path, bad.reason],
-        )
+        self.con.execute(sql.RECORD_QUARANTINED_SHARD, [bad.path, bad.reason])
         self.catalog.mark(bad.path)
         totals["quarantined"] += 1
 
     def _insert_batch(self, batch: list[tuple[str, pa.Table]]) -> tuple[int, int, int]:
-        tables = [conform(table) for _, table in batch]  # one column order, so that they concatenate
-        all_episodes = sum(len(pc.unique(t.column("episode_id"))) for t in tables)
-        table = pa.concat_tables(tables)
-        if not self.config.keep_screenshots:
-            table = table.set_column(
-                table.schema.get_field_index("screenshot_png"),
-                "screenshot_png",
-                pa.nulls(table.num_rows, pa.binary()),
-            )
-        rows = [t.num_rows for t in tables]
-        table = table.append_column("__row", pa.array(np.arange(table.num_rows))).append_column(
-            "__shard", pa.array(np.repeat(np.arange(len(tables)), rows))
-        )
+        table, rows, all_episodes = shard_steps(batch, keep_screenshots=self.config.keep_screenshots)
         paths = [path for path, _ in batch]
         self.con.register("shard_steps", table)
         try:
-            self.con.execute("BEGIN")
-            new = sql.query(
-                self.con, sql.NEW_EPISODES, {"version_cutoff": self._params()["version_cutoff"]}
-            ).to_arrow_table()
-            n = new.num_rows
-            slots = np.arange(self.next_slot, self.next_slot + n, dtype=np.int64)
-            ids = new.column("episode_id").to_pylist()
-            priorities = np.array([self._restored.get(e, self.max_priority) for e in ids], dtype=np.float64)
-            where = new.column("__shard").to_numpy()
-            new = (
-                new.append_column("slot", pa.array(slots))
-                .append_column("priority", pa.array(priorities))
-                .append_column("shard", pa.array([paths[i] for i in where], pa.string()))
-            )
-            self.con.register("new_items", new)
-            self.con.execute(
-                """INSERT INTO episodes SELECT slot, episode_id, shard, n_steps, policy_version, success,
-                   task_id, task_family, pool FROM new_items"""
-            )
-            self.con.execute(
-                "INSERT INTO steps SELECT s.* EXCLUDE (__row, __shard), n.slot "
-                "FROM shard_steps s JOIN new_items n USING (episode_id, __shard)"
-            )
-            if n:
-                sql.run_script(self.con, sql.INSERT_ITEMS, self._params(S=self.config.super_size))
-                self._rebuild_supers(self._supers_of(slots))
-            steps = int(pc.sum(new.column("n_steps")).as_py() or 0)
-            per_shard = np.bincount(where, minlength=len(batch)) if n else np.zeros(len(batch), np.int64)
-            self.con.register("batch_shards", pa.table({"path": paths, "rows": rows, "episodes": per_shard}))
-            self.con.execute(
-                "INSERT OR REPLACE INTO shards (path, status, rows, episodes) "
-                "SELECT path, 'ingested', rows, episodes FROM batch_shards"
-            )
-            # The counters commit with the rows they count: a restart from a file database that
-            # kept this batch must not hand its slots out again.
-            self._save_meta(next_slot=self.next_slot + n, inserted_steps=self.limiter.inserted + steps)
-            self.con.execute("COMMIT")
-        except Exception:
-            self.con.execute("ROLLBACK")
-            raise
+            with self._transaction():
+                new = sql.query(
+                    self.con, sql.NEW_EPISODES, {"version_cutoff": self._params()["version_cutoff"]}
+                ).to_arrow_table()
+                n = new.num_rows
+                slots = np.arange(self.next_slot, self.next_slot + n, dtype=np.int64)
+                ids = new.column("episode_id").to_pylist()
+                priorities = np.array(
+                    [self._restored.get(e, self.max_priority) for e in ids], dtype=np.float64
+                )
+                where = new.column("__shard").to_numpy()
+                new = (
+                    new.append_column("slot", pa.array(slots))
+                    .append_column("priority", pa.array(priorities))
+                    .append_column("shard", pa.array([paths[i] for i in where], pa.string()))
+                )
+                self.con.register("new_items", new)
+                self.con.execute(sql.INSERT_EPISODES)
+                self.con.execute(sql.INSERT_STEPS)
+                if n:
+                    sql.run_script(self.con, sql.INSERT_ITEMS, self._params(S=self.config.super_size))
+                    self._rebuild_supers(self._supers_of(slots))
+                steps = int(pc.sum(new.column("n_steps")).as_py() or 0)
+                per_shard = np.bincount(where, minlength=len(batch)) if n else np.zeros(len(batch), np.int64)
+                self.con.register(
+                    "batch_shards", pa.table({"path": paths, "rows": rows, "episodes": per_shard})
+                )
+                self.con.execute(sql.RECORD_INGESTED_SHARDS)
+                # The counters commit with the rows they count: a restart from a file database that
+                # kept this batch must not hand its slots out again.
+                self._save_meta(next_slot=self.next_slot + n, inserted_steps=self.limiter.inserted + steps)
         finally:
             for name in ("shard_steps", "new_items", "batch_shards"):
                 self.con.unregister(name)
@@ -279,22 +250,17 @@ class Replay:
     def _evict(self) -> int:
         if self.size_steps <= self.config.capacity_steps:
             return 0
-        cutoff = self.con.execute(sql.EVICTION_CUTOFF, {"capacity": self.config.capacity_steps}).fetchall()[
-            0
-        ][0]
+        ((cutoff,),) = self.con.execute(
+            sql.EVICTION_CUTOFF, {"capacity": self.config.capacity_steps}
+        ).fetchall()
         cutoff = self.next_slot if cutoff is None else int(cutoff)
-        before = self.episodes
-        old_first = self.first_slot
-        self.first_slot = cutoff
-        self.con.execute("DELETE FROM steps WHERE slot < $cut", {"cut": cutoff})
-        self.con.execute("DELETE FROM episodes WHERE slot < $cut", {"cut": cutoff})
+        before, old_first, self.first_slot = self.episodes, self.first_slot, cutoff
+        sql.run_script(self.con, sql.EVICT, {"cut": cutoff})
         self.con.execute(sql.DROP_EVICTED_BLOCKS, {"B": self.config.block_size, "first_slot": cutoff})
         sql.run_script(self.con, sql.REWEIGHT_STALE, self._params())
         per_super = self.config.block_size * self.config.super_size
         self._rebuild_supers(list(range(old_first // per_super, cutoff // per_super + 1)))
-        self.size_steps = int(
-            self.con.execute("SELECT coalesce(sum(n_steps), 0) FROM episodes").fetchall()[0][0]
-        )
+        self.size_steps = int(self.con.execute(sql.STEPS_HELD).fetchall()[0][0])
         return before - self.episodes
 
     # ----- policy versions ----------------------------------------------------------------------
@@ -353,28 +319,15 @@ class Replay:
     # ----- priorities ---------------------------------------------------------------------------
     def update_priorities(self, slots: np.ndarray, priorities: np.ndarray) -> None:
         """Write priorities from the loss back (one per sampled trajectory; later duplicates win)."""
-        slots = np.asarray(slots, dtype=np.int64)
-        priorities = np.asarray(priorities, dtype=np.float64)
-        if slots.shape != priorities.shape:
-            raise ValueError(f"update_priorities: {slots.shape} slots but {priorities.shape} priorities")
-        if not np.all(np.isfinite(priorities)):
-            raise ValueError("update_priorities: priorities must be finite (got NaN or inf from the loss?)")
-        priorities = np.clip(priorities, self.config.min_priority, MAX_PRIORITY)
-        # Duplicates in a batch: keep the last value, as a sequential write-back would.
-        _, last = np.unique(slots[::-1], return_index=True)
-        keep = len(slots) - 1 - last
+        slots, priorities = last_priorities(slots, priorities, self.config.min_priority, MAX_PRIORITY)
         with self._lock:
-            self.con.register("updates", pa.table({"slot": slots[keep], "priority": priorities[keep]}))
+            self.con.register("updates", pa.table({"slot": slots, "priority": priorities}))
             try:
-                self.con.execute("BEGIN")
-                sql.run_script(self.con, sql.UPDATE_PRIORITIES, self._params())
-                self.con.execute("COMMIT")
-            except Exception:
-                self.con.execute("ROLLBACK")
-                raise
+                with self._transaction():
+                    sql.run_script(self.con, sql.UPDATE_PRIORITIES, self._params())
             finally:
                 self.con.unregister("updates")
-            self.max_priority = max(self.max_priority, float(priorities[keep].max()))
+            self.max_priority = max(self.max_priority, float(priorities.max()))
             self._updates_since_checkpoint += 1
             if self._updates_since_checkpoint >= self.config.checkpoint_every_updates:
                 self.try_checkpoint()
@@ -437,11 +390,8 @@ class Replay:
         self.policy_version = snapshot.policy_version
         # Inserts are counted again as the shards are re-ingested; samples are not.
         self.limiter.sampled = snapshot.sampled_steps
-        log.info(
-            "restored %d trajectory priorities from %s",
-            len(self._restored),
-            self.store.url(self.snapshot_path),
-        )
+        restored, url = len(self._restored), self.store.url(self.snapshot_path)
+        log.info("restored %d trajectory priorities from %s", restored, url)
 
     def close(self) -> None:
         with self._lock:

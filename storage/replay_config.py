@@ -16,7 +16,7 @@ class ReplaySettings(BaseSettings):
     """
 
     # use_attribute_docstrings: the notes under the fields are their descriptions (the docs'
-    # configuration table is rendered from them, flows/config_table.py).
+    # configuration table is rendered from them, ops/config_table.py).
     model_config = SettingsConfigDict(
         env_prefix="DISTRL_REPLAY_", extra="ignore", frozen=True, use_attribute_docstrings=True
     )

@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import ByteSize
 
 from storage.catalog import BadShard, VersionLookupError, quarantine
+from storage.schema import conform
 from storage.sql_limits import QueryLimits
 from storage.store import Store, redact
 
@@ -56,3 +61,36 @@ def quarantine_for_memory(store: Store, path: str, limits: QueryLimits, detail: 
         f"does not fit in the replay's DuckDB {'spill space' if spill else 'memory'} ({setting}={size}) alone"
     )
     return quarantine(store, path, reason + "; raise the limit to ingest it", "move")
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    shards: int = 0
+    transactions: int = 0  # DuckDB transactions the shards went in (one per batch)
+    quarantined: int = 0
+    episodes: int = 0
+    steps: int = 0
+    skipped_episodes: int = 0
+    evicted_episodes: int = 0
+
+
+def shard_steps(
+    batch: list[tuple[str, pa.Table]], *, keep_screenshots: bool
+) -> tuple[pa.Table, list[int], int]:
+    """A batch of shards as one table of steps (one column order, so that they concatenate), each
+    row tagged with its place (`__row`) and its shard (`__shard`); the rows of each shard, and the
+    episodes the batch holds."""
+    tables = [conform(table) for _, table in batch]
+    all_episodes = sum(len(pc.unique(t.column("episode_id"))) for t in tables)
+    table = pa.concat_tables(tables)
+    if not keep_screenshots:
+        table = table.set_column(
+            table.schema.get_field_index("screenshot_png"),
+            "screenshot_png",
+            pa.nulls(table.num_rows, pa.binary()),
+        )
+    rows = [t.num_rows for t in tables]
+    table = table.append_column("__row", pa.array(np.arange(table.num_rows))).append_column(
+        "__shard", pa.array(np.repeat(np.arange(len(tables)), rows))
+    )
+    return table, rows, all_episodes

@@ -49,6 +49,23 @@ def importance_weights(w: np.ndarray, beta: float) -> np.ndarray:
     return (w / w.min()) ** (-beta)
 
 
+def last_priorities(
+    slots: np.ndarray, priorities: np.ndarray, low: float, high: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The loss's priorities checked and clipped to [low, high]; of a slot drawn twice in a batch,
+    the last value, as a sequential write-back would keep."""
+    slots = np.asarray(slots, dtype=np.int64)
+    priorities = np.asarray(priorities, dtype=np.float64)
+    if slots.shape != priorities.shape:
+        raise ValueError(f"update_priorities: {slots.shape} slots but {priorities.shape} priorities")
+    if not np.all(np.isfinite(priorities)):
+        raise ValueError("update_priorities: priorities must be finite (got NaN or inf from the loss?)")
+    priorities = np.clip(priorities, low, high)
+    _, last = np.unique(slots[::-1], return_index=True)
+    keep = len(slots) - 1 - last
+    return slots[keep], priorities[keep]
+
+
 def draw_batch(
     con: duckdb.DuckDBPyConnection,
     rng: np.random.Generator,

@@ -199,6 +199,24 @@ JOIN episodes e USING (slot)
 """
 
 
+EVICT = "DELETE FROM steps WHERE slot < $cut; DELETE FROM episodes WHERE slot < $cut;"
+CREATE_STEPS = "CREATE TABLE IF NOT EXISTS steps AS SELECT *, NULL::BIGINT AS slot FROM step_schema"
+STEPS_HELD = "SELECT coalesce(sum(n_steps), 0) FROM episodes"
+SAVE_META = "INSERT OR REPLACE INTO replay_meta VALUES (?, ?)"
+# A batch of shards goes in: the new episodes (`new_items`), their steps (`shard_steps`), the shards.
+INSERT_EPISODES = """INSERT INTO episodes SELECT slot, episode_id, shard, n_steps, policy_version, success,
+   task_id, task_family, pool FROM new_items"""
+INSERT_STEPS = (
+    "INSERT INTO steps SELECT s.* EXCLUDE (__row, __shard), n.slot "
+    "FROM shard_steps s JOIN new_items n USING (episode_id, __shard)"
+)
+RECORD_INGESTED_SHARDS = (
+    "INSERT OR REPLACE INTO shards (path, status, rows, episodes) "
+    "SELECT path, 'ingested', rows, episodes FROM batch_shards"
+)
+RECORD_QUARANTINED_SHARD = "INSERT OR REPLACE INTO shards (path, status, reason) VALUES (?, 'quarantined', ?)"
+
+
 def prepare(con: duckdb.DuckDBPyConnection, *, fetch: bool = True) -> None:
     """Prepare SAMPLE (and FETCH_STEPS) on `con`; placeholders for their input tables let them bind."""
     con.register("sample_draws", _draws(np.empty(0), np.empty((0, 1)), np.empty((0, 1))))

@@ -1,5 +1,5 @@
 """Bounds and choices shared by the flows' parameter models, so that the CLI (whose options derive
-from the models, `flows.cli_options`) and the deployments refuse the same values.
+from the models, `ops.cli_options`) and the deployments refuse the same values.
 
 Without them `--collectors 99999999999999999999999` started threads until memory ran out,
 `--recent-days 99999999999999999999` ended in an OverflowError, and `--family bogusfam` trained on
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-Family = Literal["general", "webshop"]  # distrl_core.envs.simdroid.tasks.FAMILIES
-# distrl_core.envs.simdroid.tasks.SPLIT_CHOICES: the splits, then the selections carved from train
+Family = Literal["general", "webshop"]  # distrl_core.envs.protocol.FAMILIES
+# simulators.simdroid.tasks.SPLIT_CHOICES: the splits, then the selections carved from train
 Split = Literal["train", "test", "fit", "validation", "fit_words", "validation_words"]
 
 MAX_SEED = 2**32 - 1  # numpy's legacy seeding and most RNGs take 32 bits; negative seeds fail in numpy

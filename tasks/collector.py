@@ -24,15 +24,15 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, Field
 
-from distrl_core.envs.factory import make_env
 from distrl_core.envs.kinds import EnvKind
 from distrl_core.envs.protocol import Environment
-from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
-from distrl_core.envs.simdroid.device import SimDroidConfig
-from distrl_core.envs.simdroid.faults import FaultConfig
-from distrl_core.envs.simdroid.tasks import load_tasks
 from distrl_core.policy import Policy
-from distrl_core.rollout import RolloutConfig, run_episodes
+from simulators.factory import make_env
+from simulators.rollout import RolloutConfig, run_episodes
+from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
+from simulators.simdroid.device import SimDroidConfig
+from simulators.simdroid.faults import FaultConfig
+from simulators.simdroid.tasks import load_tasks
 from storage.registry import MANIFEST_TAG, PolicyRegistry
 from storage.schema import steps_to_table
 from storage.shards import ShardFlushError, ShardWriter, ShardWriterConfig
@@ -53,7 +53,7 @@ from tasks.retry import only_transient, with_retries
 from tasks.stop import should_stop
 
 if TYPE_CHECKING:
-    from distrl_core.envs.adb import AdbEnvConfig
+    from simulators.adb import AdbEnvConfig
 
 log = logging.getLogger(__name__)
 ROLLING_EPISODES = 64  # window of the rolling success rate (a per-batch rate of 8 episodes is noise)
@@ -219,9 +219,9 @@ def adb_env_config(
 ) -> AdbEnvConfig:
     """One device as collectors drive it: behind `distrl fake-adb` (tasks loaded and checked through
     its simdroid shell commands) or real (reset to HOME, scored by rule checks)."""
-    from distrl_core.envs.adb import AdbEnvConfig
-    from distrl_core.envs.adb.env import simdroid_success_check, simdroid_task_loader
-    from distrl_core.evaluators.adb_checks import adb_rule_success_check
+    from simulators.adb import AdbEnvConfig
+    from simulators.adb.env import simdroid_success_check, simdroid_task_loader
+    from simulators.adb_checks import adb_rule_success_check
 
     hooks: dict[str, Any] = (
         {"task_loader": simdroid_task_loader, "success_check": simdroid_success_check, "settle_delay_s": 0.0}

@@ -15,15 +15,15 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from distrl_core.envs.simdroid.tasks import load_tasks
 from distrl_core.learner.champion import PairedDifference, beats_with_confidence
-from distrl_core.learner.evaluation import (
+from distrl_core.policy import load_policy
+from simulators.evaluation import (
     HELDOUT_SEED,
     IN_DISTRIBUTION_SEED,
     estimate_success,
     outcomes_from_text,
 )
-from distrl_core.policy import load_policy
+from simulators.simdroid.tasks import load_tasks
 from storage.registry import CHAMPION, PolicyRegistry
 from tasks import curve_links, heldout_curve
 from tasks.mlflow_metrics import log_metrics, start_tracked_run

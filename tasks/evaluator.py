@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from distrl_core.learner.evaluation import HELDOUT_SEED, outcomes_from_text, wilson_interval
+from simulators.evaluation import HELDOUT_SEED, outcomes_from_text, wilson_interval
 from storage.registry import PolicyRegistry
 from tasks import heldout_curve
 from tasks.bounds import MAX_MINUTES, MAX_SECONDS, MAX_THREADS, Family, Split

@@ -20,8 +20,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from distrl_core.learner.config import LearnerConfig
-from distrl_core.learner.learner import Learner
-from distrl_core.learner.step import Draw, train_step
+from distrl_core.learner.learner import Learner, train_step
 from distrl_core.policy import load_policy, save_policy
 from storage.lease import Holder, LeaseLost, ReplayLease
 from storage.registry import PolicyRegistry
@@ -279,7 +278,7 @@ def train_block(session: LearnerSession, updates: int | None = None) -> dict[str
     """Up to `updates` updates (default `updates_per_block`); stops early (status 'waiting') when
     the replay is not ready."""
     replay, learner = session.replay, session.learner
-    sample: Callable[[], Draw] = partial(_next_draw, session)
+    sample: Callable[[], SampleBatch] = partial(_next_draw, session)
     # On several ranks the followers train on their shards of the same draw; a lost rank is recovered.
     step_on = partial(train_step, learner) if session.ranks is None else session.ranks.train_step
     done = 0
@@ -329,25 +328,21 @@ def _draw(session: LearnerSession) -> SampleBatch:
     return session.replay.sample(params.batch_size, beta=session.learner.beta_at(), window=params.window)
 
 
-def _next_draw(session: LearnerSession) -> Draw:
-    """The next batch to train on; the one after it starts drawing now."""
-    batch = _next_batch(session)
+def _next_draw(session: LearnerSession) -> SampleBatch:
+    """The prefetched batch, or a fresh draw (the learner's wait for it counts as sampling time);
+    the one after it starts drawing now."""
+    pending, session.prefetch = session.prefetch, None
+    waiting = time.perf_counter()
+    try:
+        batch = pending.result() if pending is not None else _draw(session)
+    finally:
+        session.clock.sample_s += time.perf_counter() - waiting
     if session.clock.first_update_at is None:
         session.clock.first_update_at = time.monotonic()
     # Draw the next batch while this one trains (the replay is thread-safe): the learner does
     # not wait on DuckDB, at the price of priorities one update stale, as in Ape-X's learner.
     session.prefetch = session.sampler.submit(_draw, session)
-    return Draw(batch.slots, batch.steps, batch.is_weights)
-
-
-def _next_batch(session: LearnerSession) -> SampleBatch:
-    """The prefetched batch, or a fresh draw; the learner's wait for it counts as sampling time."""
-    pending, session.prefetch = session.prefetch, None
-    waiting = time.perf_counter()
-    try:
-        return pending.result() if pending is not None else _draw(session)
-    finally:
-        session.clock.sample_s += time.perf_counter() - waiting
+    return batch
 
 
 def _publish_name() -> str:

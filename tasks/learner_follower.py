@@ -34,7 +34,7 @@ import torch
 import torch.distributed as dist
 
 from distrl_core.learner.distributed import DataParallel
-from distrl_core.learner.step import Draw, train_step
+from distrl_core.learner.learner import Draw, train_step
 from distrl_core.policy.defaults import configure_threads
 from tasks.rank_channel import KEY_ENV, Message, broadcast_bytes, join_proof, key_from_env, unseal
 from tasks.rank_state import follower_learner

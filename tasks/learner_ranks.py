@@ -46,8 +46,7 @@ import torch
 import torch.distributed as dist
 
 from distrl_core.learner.distributed import DataParallel
-from distrl_core.learner.learner import Learner
-from distrl_core.learner.step import Draw, StepResult, train_step
+from distrl_core.learner.learner import Draw, Learner, Sampled, StepResult, train_step
 from distrl_core.learner.task_stats import options_active
 from tasks.learner_follower import GLOO_INTERFACE_ENV, Followers, init_group, interface_of, is_lost_rank
 from tasks.rank_channel import broadcast_bytes, join_proof, key_from_env, new_key, seal
@@ -128,13 +127,13 @@ class LearnerRanks:
         return self.followers.processes
 
     def train_step(
-        self, sample: Callable[[], Draw], write_back: Callable[[np.ndarray, np.ndarray], None]
+        self, sample: Callable[[], Sampled], write_back: Callable[[np.ndarray, np.ndarray], None]
     ) -> StepResult:
         """`train_step` on all ranks: draw (a replay not ready sends nothing), send, update. A
         rank lost on the way forms a new generation and the same draw is trained again."""
-        draw = sample()
-        rows = draw.rows if isinstance(draw.rows, pa.Table) else pa.Table.from_pylist(draw.rows)
-        draw = Draw(draw.keys, rows, draw.is_weights)  # every rank trains on the rows as sent
+        drawn = sample()
+        rows = drawn.steps if isinstance(drawn.steps, pa.Table) else pa.Table.from_pylist(drawn.steps)
+        draw = Draw(drawn.slots, rows, drawn.is_weights)  # every rank trains on the rows as sent
         for regroups in range(MAX_REGROUPS_PER_UPDATE + 1):
             rng = torch.get_rng_state()
             stats = copy.deepcopy(self.learner.task_stats) if options_active(self.learner.config) else None
@@ -145,7 +144,7 @@ class LearnerRanks:
                         "updates": self.learner.updates,
                     }  # fmt: skip
                     self._send(
-                        seal(self.key, header, {"keys": draw.keys, "is_weights": draw.is_weights}, rows)
+                        seal(self.key, header, {"keys": draw.slots, "is_weights": draw.is_weights}, rows)
                     )
                 return train_step(self.learner, partial(_given, draw), write_back)
             except Exception as error:

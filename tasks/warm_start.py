@@ -16,11 +16,11 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.exceptions import MissingContextError
 
-from distrl_core.learner.warm_start import WarmStartConfig, collect_demonstrations, supervised_warm_start
 from distrl_core.policy import save_policy
 from distrl_core.policy.config import PolicyConfig, TinyModelConfig
 from distrl_core.policy.defaults import describe_defaults
 from distrl_core.policy.model import Policy
+from simulators.warm_start import WarmStartConfig, collect_demonstrations, supervised_warm_start
 from storage.registry import PolicyRegistry
 from tasks.mlflow_metrics import start_tracked_run
 

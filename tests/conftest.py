@@ -21,9 +21,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 def _rollout_rows(tokenizer, tasks: list[str], *, seed: int, policy_version: int = 0) -> list[dict]:
     """Step rows of real SimDroid episodes played by a fresh (random-weight) tiny policy."""
-    from distrl_core.envs.sim_env import SimDroidEnvConfig
     from distrl_core.policy import Policy, PolicyConfig
-    from distrl_core.rollout import RolloutConfig, run_episodes
+    from simulators.rollout import RolloutConfig, run_episodes
+    from simulators.sim_env import SimDroidEnvConfig
 
     policy = Policy.create(PolicyConfig(device="cpu"), tokenizer=tokenizer)
     env = SimDroidEnvConfig(screenshots=False, ui_xml=False)

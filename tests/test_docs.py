@@ -7,11 +7,11 @@ import re
 import subprocess
 from pathlib import Path
 
-from flows import config_table
+from ops import config_table
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "prefect.yaml"]
-CODE = ("distrl_core", "storage", "tasks", "flows")
+CODE = ("distrl_core", "simulators", "storage", "tasks", "flows", "ops")
 # A clone has none of these: written in pieces so that this file does not match itself.
 OUTSIDE = re.compile("|".join([r"\.\./" + "shared", "ARCHITECTURE" + r"(\.md| §)", "STACK" + r"\.md"]))
 # An issue tracker's numbers mean nothing to a reader of the repository (written apart, as above).
@@ -21,7 +21,7 @@ TRACKER = re.compile(r"\b[Ii]ssues?" + r" #?\d+")
 def test_the_configuration_table_is_rendered_from_the_settings_classes() -> None:
     written = config_table.current_in(config_table.DOC.read_text(encoding="utf-8"))
     assert written == config_table.render(), (
-        "docs/operations.md's configuration table is out of date: run `python -m flows.config_table --write`"
+        "docs/operations.md's configuration table is out of date: run `python -m ops.config_table --write`"
     )
 
 
@@ -107,7 +107,7 @@ def test_every_function_a_test_replaces_is_named_in_the_testing_docs() -> None:
 
 
 def test_the_distrl_up_recipe_is_the_one_it_prints(tmp_path: Path) -> None:
-    from flows.up import Stack, UpConfig, recipe
+    from ops.up import Stack, UpConfig, recipe
 
     stack = Stack(UpConfig(run_dir=tmp_path, project_dir=ROOT))
     stack.ports = {"s3": 1, "mlflow": 2, "prefect": 3}
@@ -118,5 +118,41 @@ def test_the_distrl_up_recipe_is_the_one_it_prints(tmp_path: Path) -> None:
     block = re.search(r"```bash\nsource \.distrl/up/env\.sh\n(.*?)```", text, flags=re.DOTALL)
     assert block, "docs/operations.md has no `source .distrl/up/env.sh` block"
     assert block.group(1).splitlines() == recipe(), (
-        "docs/operations.md's `distrl up` recipe differs from what `distrl up` prints (flows/up.py recipe())"
+        "docs/operations.md's `distrl up` recipe differs from what `distrl up` prints (ops/up.py recipe())"
+    )
+
+
+def test_every_file_the_docs_name_exists() -> None:
+    # a module moved between packages leaves no stale path behind in the docs
+    named = re.compile(r"\b(?:" + "|".join(CODE) + r"|bench|tests)/[\w/]+\.py\b")
+    missing = [
+        f"{doc.name}: {path}"
+        for doc in DOCS
+        for path in sorted(set(named.findall(doc.read_text(encoding="utf-8"))))
+        if not (ROOT / path).is_file()
+    ]
+    assert not missing, f"the docs name files that do not exist: {missing}"
+
+
+def test_the_architecture_map_names_every_package() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    missing = [package for package in CODE if not re.search(rf"^{package}/ ", text, flags=re.MULTILINE)]
+    assert not missing, f"docs/architecture.md's map of packages leaves out {missing}"
+
+
+def test_the_configuration_table_holds_every_settings_class() -> None:
+    import ast
+
+    declared = {
+        node.name
+        for package in CODE
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef)
+        and any(
+            ast.unparse(base) in ("BaseSettings", "pydantic_settings.BaseSettings") for base in node.bases
+        )
+    }
+    assert declared == {settings.__name__ for settings in config_table.SETTINGS}, (
+        "a settings class is missing from ops/config_table.py's SETTINGS (or it lists one that is gone)"
     )

@@ -1,8 +1,13 @@
 """Imports point down the layers the README and docs/architecture.md draw:
 
-    tests → bench → flows → tasks → storage → distrl_core
+    tests → bench → ops → flows → tasks → storage → simulators → distrl_core
 
-An arrow may skip layers (flows imports distrl_core), never point up. storage takes from
+An arrow may skip layers (flows imports distrl_core), never point up. distrl_core holds the
+algorithm and the agent (policy, learner, losses, the environment protocol and actions); it never
+imports `simulators` (SimDroid, the fake ADB server, the ADB env and the loops that run a policy on
+them), which sits right above it: everything higher may use both. `ops` (the `distrl` command line,
+the embedded mode, the stack of `distrl up`) sits above `flows` because its commands run the
+Prefect flows; the flows never reach back into it. storage takes from
 distrl_core only the vocabulary its schema records (`distrl_core.envs.kinds`, which imports
 nothing), so reading shards never loads torch. Checked with `ast` over every file, lazy imports
 inside functions included."""
@@ -15,7 +20,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("distrl_core", "storage", "tasks", "flows", "bench", "tests")  # bottom to top
+LAYERS = ("distrl_core", "simulators", "storage", "tasks", "flows", "ops", "bench", "tests")  # bottom to top
 STORAGE_MAY_IMPORT = {"distrl_core.envs.kinds"}
 
 
@@ -63,6 +68,23 @@ def test_the_modules_storage_takes_from_distrl_core_import_nothing_of_the_projec
         path = ROOT / (module.replace(".", "/") + ".py")
         tops = {name.split(".")[0] for _, name in _imports(path)}
         assert not tops & set(LAYERS), f"{module} imports {sorted(tops & set(LAYERS))}"
+
+
+def test_the_core_never_imports_the_simulators():
+    # also checked by the layer order; said on its own so that a failure names the rule
+    bad = [v for v in _violations() if v.startswith("distrl_core") and " simulators" in v]
+    assert bad == []
+    code = (
+        "import sys, pkgutil, importlib, distrl_core\n"
+        "for m in pkgutil.walk_packages(distrl_core.__path__, 'distrl_core.'): importlib.import_module(m.name)\n"
+        "assert not [m for m in sys.modules if m.split('.')[0] == 'simulators'], 'simulators loaded'"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_every_package_is_a_layer():
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")}
+    assert packages == set(LAYERS), f"a package outside the layer order: {sorted(packages ^ set(LAYERS))}"
 
 
 def test_reading_the_schema_loads_no_torch():

@@ -71,15 +71,15 @@ def test_pre_commit_runs_what_make_lint_runs():
 
 def test_gym_extra_is_named_when_gymnasium_is_missing(monkeypatch):
     monkeypatch.setitem(sys.modules, "gymnasium", None)  # None in sys.modules: the import fails
-    monkeypatch.delitem(sys.modules, "distrl_core.envs.gym_env", raising=False)
+    monkeypatch.delitem(sys.modules, "simulators.gym_env", raising=False)
     with pytest.raises(ImportError, match=r"pip install 'distrl\[gym\]'"):
-        import distrl_core.envs.gym_env  # noqa: F401
+        import simulators.gym_env  # noqa: F401
 
 
 def test_the_main_job_runs_without_the_gym_extra():
     code = (
         "import sys; sys.modules['gymnasium'] = None\n"
-        "import flows.cli, flows.demo, flows.train_local, tasks.collector, tasks.learner"
+        "import ops.cli, ops.demo, flows.train_local, tasks.collector, tasks.learner"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
@@ -127,3 +127,16 @@ def test_convert_gguf_without_the_gguf_package_names_the_fix(tmp_path, monkeypat
     source.write_bytes(b"GGUF")
     with pytest.raises(ImportError, match="make pretrained"):
         convert_gguf(source, tmp_path / "out")
+
+
+def test_the_shipped_packages_are_the_code_layers_and_the_console_script_resolves():
+    import importlib
+
+    from tests.test_imports import LAYERS
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    shipped = [name.rstrip("*") for name in config["tool"]["setuptools"]["packages"]["find"]["include"]]
+    assert set(shipped) == set(LAYERS) - {"bench", "tests"}
+    assert set(config["tool"]["mypy"]["packages"]) == set(LAYERS) - {"tests"}
+    module, _, function = config["project"]["scripts"]["distrl"].partition(":")
+    assert callable(getattr(importlib.import_module(module), function))

@@ -1,7 +1,7 @@
 """The kinds of environment, as trajectory rows record them in ``env_kind``: the one list of them.
 
 ``storage.schema`` accepts exactly these values, ``tasks.collector.CollectorParams.env_kind``
-takes them, and ``distrl_core.envs.factory.make_env`` builds each kind's environment from its
+takes them, and ``simulators.factory.make_env`` builds each kind's environment from its
 config. This module imports nothing, so storage can use it without loading distrl_core's
 libraries (torch).
 """

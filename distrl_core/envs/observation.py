@@ -148,7 +148,7 @@ def parse_ui_xml(xml: str, *, keep_all: bool = False) -> list[UIElement]:
 
 
 def elements_of(root: ET.Element, *, keep_all: bool = False) -> list[UIElement]:
-    """`parse_ui_xml`'s elements from an already parsed hierarchy (see `distrl_core.envs.adb.dump`)."""
+    """`parse_ui_xml`'s elements from an already parsed hierarchy (see `simulators.adb.dump`)."""
     elements: list[UIElement] = []
     for node in root.iter("node"):
         bounds = parse_bounds(node.get("bounds", ""))

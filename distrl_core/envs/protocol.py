@@ -10,15 +10,59 @@ reward.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, ClassVar, Protocol
 
 from distrl_core.envs.actions import Action, ActionKind, format_action
 from distrl_core.envs.kinds import EnvKind
 from distrl_core.envs.observation import Observation
-from distrl_core.envs.simdroid.tasks import Task
 
-__all__ = ["Environment", "EpisodeRules", "EpisodicEnv", "StepInfo", "StepOutcome", "StepResult"]
+__all__ = [
+    "FAMILIES",
+    "SPLITS",
+    "Environment",
+    "EpisodeRules",
+    "EpisodicEnv",
+    "StepInfo",
+    "StepOutcome",
+    "StepResult",
+    "Task",
+]
+
+
+FAMILIES = ("general", "webshop")
+SPLITS = ("train", "test")
+
+
+@dataclass(frozen=True)
+class Task:
+    task_id: str
+    family: str  # "general" | "webshop"
+    kind: str  # open_app, toggle_setting, set_alarm, web_search, set_brightness, shop_*
+    instruction: str
+    split: str  # "train" | "test"
+    horizon: int
+    params: Mapping[str, Any]  # JSON-able; "template" names the phrasing, "setup" the start state
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"Task.family must be one of {FAMILIES}, got {self.family!r}")
+        if self.split not in SPLITS:
+            raise ValueError(f"Task.split must be one of {SPLITS}, got {self.split!r}")
+        if self.horizon < 1:
+            raise ValueError(f"Task.horizon must be >= 1, got {self.horizon}")
+        # read-only, so that a task shared by environments cannot be changed under them
+        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+
+    def __hash__(self) -> int:
+        return hash(self.task_id)
+
+    def __reduce__(self) -> tuple[type[Task], tuple[Any, ...]]:
+        # mappingproxy cannot be pickled; rebuild from a plain dict (multiprocessing, deepcopy)
+        fields = (self.task_id, self.family, self.kind, self.instruction, self.split, self.horizon)
+        return (Task, (*fields, dict(self.params)))
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """Evaluators: did the agent complete its task?
 
-Rule-based checks read device state (``sim_rules`` for SimDroid, ``adb_checks`` for real devices over
-ADB); the model judge (``judge``) asks a (vision-)language model over HTTP (``judge_http``) or locally
-(``judge_local``). All answer an :class:`EpisodeContext` with an :class:`EvalResult`.
+The model judge (``judge``) asks a (vision-)language model over HTTP (``judge_http``) or locally
+(``judge_local``). The rule-based checks that read a device's state live with the devices
+(``simulators.sim_rules`` for SimDroid, ``simulators.adb_checks`` over ADB). All answer an
+:class:`EpisodeContext` with an :class:`EvalResult`.
 
 Only the light modules are imported here; import backends from their modules.
 """
@@ -18,7 +19,6 @@ from distrl_core.evaluators.judge import (
     ModelJudge,
 )
 from distrl_core.evaluators.judge_parse import parse_judge_answer
-from distrl_core.evaluators.sim_rules import SimStateEvaluator
 
 __all__ = [
     "EpisodeContext",
@@ -31,7 +31,6 @@ __all__ = [
     "JudgeRequestRejected",
     "JudgeUnavailable",
     "ModelJudge",
-    "SimStateEvaluator",
     "Verdict",
     "parse_judge_answer",
 ]

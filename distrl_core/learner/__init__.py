@@ -1,27 +1,8 @@
-"""The learner: batches from step rows, A-RIDE and baseline updates, warm start, a local loop."""
+"""The learner: batches from step rows, the loss of each algorithm, one update. The loops that run
+it on SimDroid in one process (warm start, the local loop) live in ``simulators``."""
 
 from distrl_core.learner.batch import StepBatch
 from distrl_core.learner.config import LearnerConfig
 from distrl_core.learner.learner import Learner
-from distrl_core.learner.local_loop import (
-    InMemoryReplay,
-    LoopConfig,
-    RoundResult,
-    evaluate_success,
-    train_rounds,
-)
-from distrl_core.learner.warm_start import WarmStartConfig, collect_demonstrations, supervised_warm_start
 
-__all__ = [
-    "InMemoryReplay",
-    "Learner",
-    "LearnerConfig",
-    "LoopConfig",
-    "RoundResult",
-    "StepBatch",
-    "WarmStartConfig",
-    "collect_demonstrations",
-    "evaluate_success",
-    "supervised_warm_start",
-    "train_rounds",
-]
+__all__ = ["Learner", "LearnerConfig", "StepBatch"]

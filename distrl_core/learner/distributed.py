@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from distrl_core.learner.micro_batch import MicroBatchLoss
+from distrl_core.learner.learner import MicroBatchLoss
 from distrl_core.policy.model import Policy
 
 __all__ = ["DataParallel", "batch_split_problem", "shard_rows"]

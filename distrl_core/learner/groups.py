@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from distrl_core.envs.simdroid.tasks import Task
+from distrl_core.envs.protocol import Task
 
 __all__ = ["group_tasks", "sample_groups"]
 

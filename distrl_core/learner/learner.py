@@ -1,19 +1,21 @@
-"""The learner: ``update(batch) -> (metrics, new priorities)`` for every algorithm.
+"""One learner update, top to bottom, for every algorithm.
 
-An update, in reading order: ``_prepared`` (checks, device, MobileRL-style rewards), ``_fresh_rows``
-(the steps the losses use), the loss's whole-batch inputs (``losses``), ``_accumulate_gradients``
-over ``_micro_batches`` (each through ``MicroBatchLoss``: the policy's forward and the algorithm's
-loss), ``_optimiser_step`` and the metrics. What an algorithm computes is its loss's
-(``distrl_core/learner/losses/``); the learner does the drawing into micro-batches, DDP, the
-optimisers and the metrics.
+In reading order: ``train_step`` turns a draw's rows into a ``StepBatch`` and calls
+``Learner.update``: ``_prepared`` (checks, device, MobileRL-style rewards), ``_fresh_rows`` (the
+steps the losses use), the loss's whole-batch inputs, ``_accumulate_gradients`` over
+``_micro_batches`` (each through ``MicroBatchLoss``: the policy's forward and the algorithm's loss,
+an ``nn.Module`` so that DDP can wrap it), ``_optimiser_step`` and the metrics; ``train_step`` then
+writes the priorities back. What an algorithm computes is its loss's
+(``distrl_core/learner/losses/``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -23,9 +25,8 @@ from distrl_core.algos.priorities import linear_schedule
 from distrl_core.learner.averaging import WeightAverage
 from distrl_core.learner.batch import StepBatch
 from distrl_core.learner.config import DEFAULT_MICRO_BATCH_SIZE, LearnerConfig
-from distrl_core.learner.losses import make_loss
+from distrl_core.learner.losses import Loss, Objective, make_loss
 from distrl_core.learner.losses.base import BatchInputs
-from distrl_core.learner.micro_batch import MicroBatch, MicroBatchLoss, MicroBatchPart, autocast
 from distrl_core.learner.task_stats import TaskStats, options_active
 from distrl_core.policy.defaults import training_defaults
 from distrl_core.policy.model import Policy
@@ -33,7 +34,16 @@ from distrl_core.policy.model import Policy
 if TYPE_CHECKING:
     from distrl_core.learner.distributed import DataParallel
 
-__all__ = ["Learner"]
+__all__ = [
+    "Draw",
+    "Learner",
+    "MicroBatch",
+    "MicroBatchLoss",
+    "MicroBatchPart",
+    "Sampled",
+    "StepResult",
+    "train_step",
+]
 
 
 def _grad_norm(parameters: Sequence[nn.Parameter], clip: float) -> float:
@@ -43,6 +53,71 @@ def _grad_norm(parameters: Sequence[nn.Parameter], clip: float) -> float:
     if clip > 0:
         return float(torch.nn.utils.clip_grad_norm_(params, clip))
     return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in params])))
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """Rows of the update's batch, with the shares that weigh their losses."""
+
+    rows: list[int]  # the rows' indices in the batch
+    batch: StepBatch  # those rows (padding trimmed)
+    mask: torch.Tensor  # (b, t) steps the losses use
+    inputs: Any  # the loss's extra inputs of these rows (Loss.batch_inputs(...).rows)
+    step_share: float  # this micro-batch's steps / the batch's
+    row_share: float  # this micro-batch's rows / the batch's
+
+
+@dataclass
+class MicroBatchPart:
+    """What the metrics and priorities need from a micro-batch, without a graph: DDP finds the
+    parameters a backward will reach by walking the tensors a forward returns, so the only tensor
+    with a graph among them is the loss (an actor head kept out of the loss during the critic
+    warm-up then counts as unused, instead of a gradient DDP waits for in vain)."""
+
+    objective: Objective  # losses detached
+    known: torch.Tensor  # (b, t) steps whose stored action the policy can produce
+
+
+class MicroBatchLoss(nn.Module):
+    """``forward(...) -> (loss, part)``: the actor loss weighted by the micro-batch's share of the
+    batch's steps plus the critic loss by its share of the rows, so that the micro-batches' losses
+    add up to the batch's."""
+
+    def __init__(self, policy: Policy) -> None:
+        super().__init__()
+        # Registered as submodules so that DDP reduces (and at construction broadcasts) their
+        # parameters; the policy itself is not a module.
+        self.model = policy.model
+        self.heads = policy.heads
+        self._policy = (policy,)  # a tuple: not registered
+
+    def forward(
+        self,
+        micro: MicroBatch,
+        loss: Loss[Any],
+        cfg: LearnerConfig,  # its mixed precision and word dropout
+        train_actor: bool,  # False during the critic-only warm-up
+    ) -> tuple[torch.Tensor, MicroBatchPart]:
+        policy = self._policy[0]
+        with (
+            autocast(policy.device, cfg),
+            policy.with_word_dropout(cfg.entity_dropout, cfg.word_dropout, cfg.phrasing_dropout),
+        ):
+            out = policy.evaluate(micro.batch)
+        objective = loss(out, micro.batch, micro.mask, micro.inputs)
+        actor_loss = objective.actor_loss
+        actor_term = actor_loss * micro.step_share if train_actor else actor_loss.detach() * 0
+        total = actor_term + objective.critic_loss * micro.row_share
+        detached = replace(
+            objective, actor_loss=actor_loss.detach(), critic_loss=objective.critic_loss.detach()
+        )
+        return total, MicroBatchPart(detached, out.known)
+
+
+def autocast(device: torch.device, cfg: LearnerConfig) -> torch.autocast:
+    """bfloat16 only on CUDA: CPU autocast is slower than float32 on the tiny model, and the
+    learner's tests compare CPU updates to 1e-6."""
+    return torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda" and cfg.mixed_precision)
 
 
 class Learner:
@@ -143,17 +218,6 @@ class Learner:
         with torch.no_grad(), autocast(self.device, self.config), self.averaged() as policy:
             return policy.evaluate(sub).logp.detach()
 
-    def _reweigh(self, batch: StepBatch, priorities: torch.Tensor, sums: dict[str, float]) -> torch.Tensor:
-        """The priorities times the MobileRL-style multipliers; the failure curriculum's periodic
-        reset of never-solved tasks (after ``self.updates`` was counted)."""
-        cfg = self.config
-        multipliers = self.task_stats.priority_multipliers(batch, cfg)
-        sums["priority_multiplier_mean"] = float(multipliers.mean())
-        reset = cfg.failure_curriculum_reset_updates
-        if cfg.failure_curriculum_attempts > 0 and reset > 0 and self.updates % reset == 0:
-            sums["curriculum_tasks_reset"] = float(self.task_stats.reset_unsolved())
-        return priorities * multipliers.to(priorities.dtype)
-
     def update(self, batch: StepBatch) -> tuple[dict[str, float], np.ndarray]:
         """One optimisation step on a batch of trajectories (its IS weights, if any, weigh them).
 
@@ -174,7 +238,7 @@ class Learner:
         sums, priorities = self._accumulate_gradients(batch, mask, inputs, train_actor)
         grad_norms = self._optimiser_step(train_actor)
         if options_active(self.config):
-            priorities = self._reweigh(batch, priorities, sums)
+            priorities = self.task_stats.reweigh(batch, priorities, sums, self.config, self.updates)
         metrics = {
             **sums,
             **grad_norms,
@@ -283,3 +347,48 @@ def _add_micro_batch(
     sums["unknown_action_fraction"] = sums.get("unknown_action_fraction", 0.0) + unknown_share
     for name, value in objective.stats.items():
         sums[name] = sums.get(name, 0.0) + float(value) * step_share
+
+
+class Sampled(Protocol):
+    """What one training step draws, one entry per trajectory in draw order: the replay's
+    ``storage.replay_sample.SampleBatch`` as it is, or a :class:`Draw`."""
+
+    @property
+    def slots(self) -> np.ndarray: ...  # where each priority is written back (replay slots, episode indices)
+
+    @property
+    def steps(self) -> Any: ...  # step rows tagged with `sample_idx`: a pyarrow table or a list of dicts
+
+    @property
+    def is_weights(self) -> np.ndarray: ...  # importance-sampling weights
+
+
+class Draw(NamedTuple):
+    """A :class:`Sampled` batch built by hand (the in-memory replay, a follower rank's message)."""
+
+    slots: np.ndarray
+    steps: Any
+    is_weights: np.ndarray
+
+
+@dataclass(frozen=True)
+class StepResult:
+    metrics: dict[str, float]  # Learner.update's
+    steps: int  # step rows trained on
+    update_s: float  # the update and the write-back; the draw is the caller's to time
+
+
+def train_step(
+    learner: Learner,
+    sample: Callable[[], Sampled],
+    write_back: Callable[[np.ndarray, np.ndarray], None],
+) -> StepResult:
+    """Draw with `sample` (its exceptions, e.g. a replay not ready, pass through), update, and hand
+    one new priority per trajectory to `write_back(slots, priorities)`; the learner task and the
+    in-process loop (``simulators.local_loop``) both train through it."""
+    draw = sample()
+    started = time.perf_counter()
+    batch = StepBatch.from_rows(draw.steps, draw.is_weights)
+    metrics, priorities = learner.update(batch)
+    write_back(draw.slots, priorities)
+    return StepResult(metrics, batch.num_steps, time.perf_counter() - started)

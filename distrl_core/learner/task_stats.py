@@ -129,3 +129,20 @@ class TaskStats:
                 strength=cfg.positive_replay_strength,
             )
         return factor
+
+    def reweigh(
+        self,
+        batch: StepBatch,
+        priorities: torch.Tensor,
+        sums: dict[str, float],
+        cfg: LearnerConfig,
+        updates: int,
+    ) -> torch.Tensor:
+        """The priorities times the MobileRL-style multipliers; the failure curriculum's periodic
+        reset of never-solved tasks (`updates`: the learner's count, this update included)."""
+        multipliers = self.priority_multipliers(batch, cfg)
+        sums["priority_multiplier_mean"] = float(multipliers.mean())
+        reset = cfg.failure_curriculum_reset_updates
+        if cfg.failure_curriculum_attempts > 0 and reset > 0 and updates % reset == 0:
+            sums["curriculum_tasks_reset"] = float(self.reset_unsolved())
+        return priorities * multipliers.to(priorities.dtype)

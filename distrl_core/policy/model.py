@@ -28,8 +28,9 @@ from distrl_core.policy.config import PolicyConfig
 from distrl_core.policy.heads import PolicyHeads
 from distrl_core.policy.parts import ActingParts
 from distrl_core.policy.prompt import PROMPT_WORDS, EncodedStep, encode_scoring_step, last_actions
-from distrl_core.policy.tokenizer import build_word_tokenizer, simdroid_corpus
+from distrl_core.policy.tokenizer import build_word_tokenizer
 from distrl_core.policy.types import ActOutput, EvalOutput, StepInput
+from distrl_core.policy.vocabulary import vocabulary_words
 
 __all__ = ["BaseInfo", "Policy", "StepLayout", "build_heads", "default_tokenizer"]
 
@@ -63,7 +64,7 @@ class StepLayout(Protocol):
 
 @functools.cache
 def default_tokenizer_corpus(split: str = "train") -> tuple[str, ...]:
-    return tuple(simdroid_corpus(split))
+    return vocabulary_words(split)
 
 
 def default_tokenizer(extra_words: Sequence[str] = (), vocabulary: str = "train") -> Any:

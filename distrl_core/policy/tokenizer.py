@@ -22,7 +22,6 @@ __all__ = [
     "build_word_tokenizer",
     "match_flags",
     "shares_words",
-    "simdroid_corpus",
     "split_words",
 ]
 
@@ -105,40 +104,6 @@ def shares_words(instruction: str, text: str) -> bool:
     """Whether ``text`` holds a word of the instruction (stop words and punctuation never count)."""
     wanted = {_normal(w) for w in split_words(instruction) if w not in _STOPWORDS and w.isalnum()}
     return any(_normal(w) in wanted for w in split_words(text))
-
-
-CORPUS_SPLITS = ("train", "test", "fit", "fit_words")
-
-
-def simdroid_corpus(split: str = "train") -> list[str]:
-    """Text a SimDroid policy reads: the split's instructions, every screen the scripted expert sees
-    while solving them, and the candidate texts. Deterministic; a couple of seconds. "fit" and
-    "fit_words" are the train split less its validation tasks (``validation_split``, the second
-    with ``words=True``): a vocabulary built from them leaves validation's own words unknown."""
-    # Imported here: only the default policy needs the simulator.
-    from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
-    from distrl_core.envs.simdroid.device import SimDroidConfig
-    from distrl_core.envs.simdroid.expert import expert_action
-    from distrl_core.envs.simdroid.tasks import load_tasks
-    from distrl_core.policy.candidates import build_candidates
-
-    if split not in CORPUS_SPLITS:
-        raise ValueError(f"simdroid_corpus split must be one of {CORPUS_SPLITS}, got {split!r}")
-    tasks = load_tasks(split=split)  # "fit"/"fit_words": selections of load_tasks
-
-    env = SimDroidEnv(SimDroidEnvConfig(device=SimDroidConfig(distractor_prob=0.5), screenshots=False))
-    texts: list[str] = []
-    for task in tasks:
-        observation = env.reset(task, seed=0)
-        texts.append(task.instruction)
-        for _ in range(task.horizon):
-            texts.append(observation.ui_text)
-            texts += [c.text for c in build_candidates(task.instruction, observation.ui_text)]
-            result = env.step(expert_action(env, task))
-            observation = result.observation
-            if result.done:
-                break
-    return texts
 
 
 def build_word_tokenizer(

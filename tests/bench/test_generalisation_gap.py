@@ -7,7 +7,7 @@ import pytest
 
 from bench._gap_episodes import CATEGORIES, classify, param_value
 from distrl_core.envs.actions import Action
-from distrl_core.envs.simdroid.tasks import load_tasks
+from simulators.simdroid.tasks import load_tasks
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ vocabulary lacks, and by phrasing template."""
 from __future__ import annotations
 
 from bench.heldout_words import split_by_words, summarise
-from distrl_core.envs.simdroid.tasks import load_tasks
 from distrl_core.policy.tokenizer import split_words
+from simulators.simdroid.tasks import load_tasks
 
 
 def _test_tasks():

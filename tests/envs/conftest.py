@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from distrl_core.envs.fake_adb import FakeAdbConfig, FakeAdbServer
+from simulators.fake_adb import FakeAdbConfig, FakeAdbServer
 
 
 @pytest.fixture

@@ -8,12 +8,12 @@ import pytest
 from PIL import Image
 
 from distrl_core.envs.actions import Action
-from distrl_core.envs.adb import AdbEnvConfig
-from distrl_core.envs.adb.commands import UnexecutableAction, action_to_commands, type_text_commands
-from distrl_core.envs.adb.frames import frame_problem
-from distrl_core.envs.adb.link import short_component
 from distrl_core.envs.observation import UIElement
-from distrl_core.envs.simdroid import SimDroid
+from simulators.adb import AdbEnvConfig
+from simulators.adb.commands import UnexecutableAction, action_to_commands, type_text_commands
+from simulators.adb.frames import frame_problem
+from simulators.adb.link import short_component
+from simulators.simdroid import SimDroid
 
 SIZE = (1080, 2400)
 ELEMENTS = [

@@ -16,7 +16,8 @@ import pytest
 from PIL import Image
 
 from distrl_core.envs.actions import Action
-from distrl_core.envs.adb import (
+from distrl_core.envs.protocol import StepResult
+from simulators.adb import (
     AdbConnectionError,
     AdbEnv,
     AdbEnvConfig,
@@ -28,12 +29,11 @@ from distrl_core.envs.adb import (
     simdroid_success_check,
     simdroid_task_loader,
 )
-from distrl_core.envs.adb.frames import frame_problem
-from distrl_core.envs.adb.link import AdbDeviceLink
-from distrl_core.envs.fake_adb import FakeAdbServer
-from distrl_core.envs.protocol import StepResult
-from distrl_core.envs.simdroid import FaultConfig, SimDroidConfig, Task, load_tasks
-from distrl_core.envs.simdroid.expert import expert_action
+from simulators.adb.frames import frame_problem
+from simulators.adb.link import AdbDeviceLink
+from simulators.fake_adb import FakeAdbServer
+from simulators.simdroid import FaultConfig, SimDroidConfig, Task, load_tasks
+from simulators.simdroid.expert import expert_action
 
 SERIAL = "emulator-5554"
 
@@ -240,7 +240,7 @@ def test_no_adb_server_raises_connection_error_without_spawning_adb(no_adb_daemo
 def test_snapshot_reset_through_the_emulator_console(
     start_fake_adb: Callable[..., FakeAdbServer], console_token
 ) -> None:
-    from distrl_core.envs.adb import EmulatorConsole
+    from simulators.adb import EmulatorConsole
 
     server = start_fake_adb(devices=1)
     task = EXPERT_TASKS[1]  # toggle a setting

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from distrl_core.envs.adb.env import AdbEnv
-from distrl_core.envs.factory import CONFIG_OF_KIND, make_env
 from distrl_core.envs.kinds import ENV_KINDS, EnvKind
-from distrl_core.envs.sim_env import SimDroidEnv
+from simulators.adb.env import AdbEnv
+from simulators.factory import CONFIG_OF_KIND, make_env
+from simulators.sim_env import SimDroidEnv
 from storage.schema import SchemaError, steps_to_table
 from storage.synthetic import synthetic_episode
 from tasks.collector import CollectorParams, _make_envs

@@ -8,9 +8,9 @@ import random
 import pytest
 
 from distrl_core.envs.actions import Action, ActionKind
-from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
-from distrl_core.envs.simdroid import SimDroidConfig, load_tasks
-from distrl_core.envs.simdroid.expert import expert_action
+from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
+from simulators.simdroid import SimDroidConfig, load_tasks
+from simulators.simdroid.expert import expert_action
 
 
 def _text_only_env(distractor_prob: float = 0.0) -> SimDroidEnv:

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from distrl_core.envs.actions import format_action
-from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
-from distrl_core.envs.simdroid.expert import expert_action
-from distrl_core.envs.simdroid.tasks import load_tasks
 from distrl_core.policy.candidates import build_candidates
+from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
+from simulators.simdroid.expert import expert_action
+from simulators.simdroid.tasks import load_tasks
 
 
 @pytest.mark.parametrize("family", ["general", "webshop"])

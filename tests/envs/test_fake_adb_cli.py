@@ -21,8 +21,8 @@ import adbutils
 import pytest
 from PIL import Image
 
-from distrl_core.envs.fake_adb import FakeAdbServer
-from distrl_core.envs.simdroid.catalog import SETTINGS
+from simulators.fake_adb import FakeAdbServer
+from simulators.simdroid.catalog import SETTINGS
 
 ADB = shutil.which("adb")
 needs_adb = pytest.mark.skipif(
@@ -136,7 +136,7 @@ def test_adbutils_helpers_work_against_the_fake(fake_adb: FakeAdbServer) -> None
 
 def test_run_fake_adb_serves_until_interrupted(tmp_path: Path) -> None:
     """The blocking entry point behind ``distrl fake-adb``: prints where it listens, stops on Ctrl-C."""
-    script = "from distrl_core.envs.fake_adb import run_fake_adb; run_fake_adb(port=0, devices=2)"
+    script = "from simulators.fake_adb import run_fake_adb; run_fake_adb(port=0, devices=2)"
     command = [sys.executable, "-c", script]
     env = {**os.environ, "HOME": str(tmp_path), "ADBUTILS_ADB_PATH": "/bin/false"}  # token file goes to tmp
     # A test run started in the background by a non-interactive shell inherits SIGINT as ignored, and

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from distrl_core.envs.fake_adb import FakeAdbServer
-from distrl_core.envs.fake_adb.server import ConsolePortError
+from simulators.fake_adb import FakeAdbServer
+from simulators.fake_adb.server import ConsolePortError
 from tests.envs.test_fake_adb_cli import ADB, SERIAL, adb, cli_server, needs_adb, no_adb_daemon_running
 
 pytestmark = needs_adb

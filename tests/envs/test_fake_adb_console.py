@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from distrl_core.envs.adb import ConsoleError, EmulatorConsole
-from distrl_core.envs.adb.console import console_port_for_serial
-from distrl_core.envs.fake_adb import FakeAdbServer
-from distrl_core.envs.simdroid import get_task
+from simulators.adb import ConsoleError, EmulatorConsole
+from simulators.adb.console import console_port_for_serial
+from simulators.fake_adb import FakeAdbServer
+from simulators.simdroid import get_task
 
 SERIAL = "emulator-5554"
 

@@ -11,7 +11,7 @@ import socket
 import adbutils
 import pytest
 
-from distrl_core.envs.fake_adb import FakeAdbServer
+from simulators.fake_adb import FakeAdbServer
 
 SERIAL = "emulator-5554"
 

@@ -9,8 +9,8 @@ from collections.abc import Callable
 import adbutils
 import pytest
 
-from distrl_core.envs.fake_adb import FakeAdbServer
-from distrl_core.envs.fake_adb.host_services import split_host_prefix
+from simulators.fake_adb import FakeAdbServer
+from simulators.fake_adb.host_services import split_host_prefix
 from tests.envs.test_fake_adb_protocol import RawAdb, query
 
 NETWORK = "127.0.0.1:5555"

@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import pytest
 
-from distrl_core.envs.fake_adb import FakeAdbServer
-from distrl_core.envs.simdroid import FaultConfig, get_task
+from simulators.fake_adb import FakeAdbServer
+from simulators.simdroid import FaultConfig, get_task
 
 
 class RawAdb:

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from distrl_core.envs.fake_adb import FakeAdbServer
-from distrl_core.envs.fake_adb.mp4 import read_mp4_frames
+from simulators.fake_adb import FakeAdbServer
+from simulators.fake_adb.mp4 import read_mp4_frames
 
 SERIAL = "emulator-5554"
 

@@ -7,13 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distrl_core.envs.adb.commands import input_text_argument
-from distrl_core.envs.fake_adb.device import FakeDevice
-from distrl_core.envs.fake_adb.shell import run_shell
-from distrl_core.envs.fake_adb.shell_syntax import ShellSyntaxError, parse
 from distrl_core.envs.observation import parse_ui_xml
-from distrl_core.envs.simdroid import SimDroid, get_task, load_tasks
-from distrl_core.envs.simdroid.catalog import CHROME, CLOCK, LAUNCHER, SETTINGS
+from simulators.adb.commands import input_text_argument
+from simulators.fake_adb.device import FakeDevice
+from simulators.fake_adb.shell import run_shell
+from simulators.fake_adb.shell_syntax import ShellSyntaxError, parse
+from simulators.simdroid import SimDroid, get_task, load_tasks
+from simulators.simdroid.catalog import CHROME, CLOCK, LAUNCHER, SETTINGS
 
 
 @pytest.fixture
@@ -170,7 +170,7 @@ def test_syntax_errors_exit_2(device: FakeDevice) -> None:
 
 
 def test_load_task_rejects_unknown_tasks_and_reports_failed_resets() -> None:
-    from distrl_core.envs.simdroid import FaultConfig, SimDroidConfig
+    from simulators.simdroid import FaultConfig, SimDroidConfig
 
     device = FakeDevice(SimDroid(SimDroidConfig(faults=FaultConfig(reset_fail_prob=1.0))), transport_id=1)
     assert sh(device, "simdroid load-task nope")[1].startswith("simdroid: unknown task 'nope'")

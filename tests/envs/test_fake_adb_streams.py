@@ -11,7 +11,7 @@ from collections.abc import Callable
 import adbutils
 import pytest
 
-from distrl_core.envs.fake_adb import FakeAdbServer
+from simulators.fake_adb import FakeAdbServer
 from tests.envs.test_fake_adb_protocol import RawAdb, open_device, shell_v2_packets
 
 SERIAL = "emulator-5554"

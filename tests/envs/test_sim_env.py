@@ -10,13 +10,13 @@ from gymnasium.utils.env_checker import check_env
 from PIL import Image
 
 from distrl_core.envs.actions import Action
-from distrl_core.envs.factory import make_env, make_sim_envs
-from distrl_core.envs.gym_env import SimDroidGymEnv
 from distrl_core.envs.protocol import StepInfo
-from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
-from distrl_core.envs.simdroid import FaultConfig, SimDroidConfig, get_task, load_tasks
-from distrl_core.envs.simdroid.catalog import APPS, APPS_PER_PAGE, CHROME, LAUNCHER
-from distrl_core.envs.simdroid.expert import expert_action
+from simulators.factory import make_env, make_sim_envs
+from simulators.gym_env import SimDroidGymEnv
+from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
+from simulators.simdroid import FaultConfig, SimDroidConfig, get_task, load_tasks
+from simulators.simdroid.catalog import APPS, APPS_PER_PAGE, CHROME, LAUNCHER
+from simulators.simdroid.expert import expert_action
 
 
 def quiet(**overrides: object) -> SimDroidEnvConfig:

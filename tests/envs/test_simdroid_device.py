@@ -8,8 +8,8 @@ import pytest
 from PIL import Image
 
 from distrl_core.envs.observation import UIElement, parse_ui_xml
-from distrl_core.envs.simdroid import SimDroid, SimDroidConfig, UnknownPackage, get_task, load_tasks
-from distrl_core.envs.simdroid.catalog import APPS, APPS_PER_PAGE, CHROME, CLOCK, LAUNCHER, SETTINGS
+from simulators.simdroid import SimDroid, SimDroidConfig, UnknownPackage, get_task, load_tasks
+from simulators.simdroid.catalog import APPS, APPS_PER_PAGE, CHROME, CLOCK, LAUNCHER, SETTINGS
 
 
 def find(device: SimDroid, **match: object) -> UIElement:

@@ -9,7 +9,7 @@ import time
 import pytest
 from PIL import Image
 
-from distrl_core.envs.simdroid import (
+from simulators.simdroid import (
     DeviceOffline,
     FaultConfig,
     ResetFailed,
@@ -17,7 +17,7 @@ from distrl_core.envs.simdroid import (
     SimDroidConfig,
     get_task,
 )
-from distrl_core.envs.simdroid.faults import FaultModel
+from simulators.simdroid.faults import FaultModel
 
 
 def make(**faults: object) -> SimDroid:

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from distrl_core.envs.simdroid import SimDroid, Task, get_task, load_tasks
-from distrl_core.envs.simdroid import tasks as tasks_module
+from simulators.simdroid import SimDroid, Task, get_task, load_tasks
+from simulators.simdroid import tasks as tasks_module
 
 # The parameters that make two tasks "the same problem" for each kind.
 PARAM_KEYS = {
@@ -105,7 +105,7 @@ def test_generation_is_deterministic_within_and_across_processes() -> None:
     assert _fingerprint() == first
     # another interpreter with a different string-hash salt must build the very same tasks
     code = (
-        "import json;from distrl_core.envs.simdroid import load_tasks;"
+        "import json;from simulators.simdroid import load_tasks;"
         "print(json.dumps([[t.task_id,t.instruction,json.dumps(dict(t.params),sort_keys=True)] for t in load_tasks()]))"
     )
     env = dict(os.environ, PYTHONHASHSEED="12345")

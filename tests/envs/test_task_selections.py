@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
-from distrl_core.envs.simdroid.tasks import SELECTIONS, SPLIT_CHOICES, load_tasks, validation_split
-from distrl_core.learner.warm_start import WarmStartConfig
 from distrl_core.policy.tokenizer import split_words
+from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
+from simulators.simdroid.tasks import SELECTIONS, SPLIT_CHOICES, load_tasks, validation_split
+from simulators.warm_start import WarmStartConfig
 from tasks.collector import CollectorParams
 from tasks.evaluation import in_distribution_split
 from tasks.evaluator import EvaluatorParams

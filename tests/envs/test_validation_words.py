@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from distrl_core.envs.simdroid.task_text import (
+from simulators.simdroid.task_text import (
     ALARM_TEMPLATES,
     APP_TEMPLATES,
     BRIGHTNESS_TEMPLATES,
@@ -15,7 +15,7 @@ from distrl_core.envs.simdroid.task_text import (
     SHOP_TEMPLATES,
     TOGGLE_TEMPLATES,
 )
-from distrl_core.envs.simdroid.tasks import load_tasks, validation_split, word_holdout_templates
+from simulators.simdroid.tasks import load_tasks, validation_split, word_holdout_templates
 
 TRAIN_TEMPLATES = dict(
     APP_TEMPLATES["train"] + TOGGLE_TEMPLATES["train"] + ALARM_TEMPLATES["train"]

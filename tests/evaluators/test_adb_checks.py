@@ -8,18 +8,18 @@ from pathlib import Path
 import adbutils
 import pytest
 
-from distrl_core.envs.adb import AdbEnv, AdbEnvConfig, simdroid_task_loader
-from distrl_core.envs.fake_adb import FakeAdbConfig, FakeAdbServer
-from distrl_core.envs.simdroid import FaultConfig, load_tasks
-from distrl_core.envs.simdroid.catalog import SETTINGS
-from distrl_core.envs.simdroid.expert import expert_action
-from distrl_core.evaluators.adb_checks import (
+from distrl_core.evaluators.base import EpisodeContext, Evaluator, Verdict
+from simulators.adb import AdbEnv, AdbEnvConfig, simdroid_task_loader
+from simulators.adb_checks import (
     STARTER_TASK_BY_ID,
     AdbRuleEvaluator,
     adb_rule_success_check,
     rules_for_simdroid_task,
 )
-from distrl_core.evaluators.base import EpisodeContext, Evaluator, Verdict
+from simulators.fake_adb import FakeAdbConfig, FakeAdbServer
+from simulators.simdroid import FaultConfig, load_tasks
+from simulators.simdroid.catalog import SETTINGS
+from simulators.simdroid.expert import expert_action
 
 SERIAL = "emulator-5554"
 

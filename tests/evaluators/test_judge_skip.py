@@ -9,13 +9,13 @@ from collections.abc import Iterator
 import pytest
 from PIL import Image
 
-from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
-from distrl_core.envs.simdroid import SimDroidConfig, load_tasks
-from distrl_core.envs.simdroid.expert import expert_action
 from distrl_core.evaluators.base import EpisodeContext, Evaluator, Verdict
 from distrl_core.evaluators.judge import JudgeConfig, ModelJudge
 from distrl_core.evaluators.judge_http import HttpJudgeBackend, HttpJudgeConfig
 from distrl_core.evaluators.judge_prompt import build_judge_prompt
+from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
+from simulators.simdroid import SimDroidConfig, load_tasks
+from simulators.simdroid.expert import expert_action
 from tests.evaluators.chat_server import ChatServer, Reply
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
-from distrl_core.envs.simdroid import DeviceOffline, FaultConfig, SimDroid, SimDroidConfig, load_tasks
-from distrl_core.envs.simdroid.catalog import TOGGLE_BY_KEY
-from distrl_core.envs.simdroid.expert import expert_action
-from distrl_core.evaluators import EpisodeContext, Evaluator, SimStateEvaluator, Verdict
+from distrl_core.evaluators import EpisodeContext, Evaluator, Verdict
+from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
+from simulators.sim_rules import SimStateEvaluator
+from simulators.simdroid import DeviceOffline, FaultConfig, SimDroid, SimDroidConfig, load_tasks
+from simulators.simdroid.catalog import TOGGLE_BY_KEY
+from simulators.simdroid.expert import expert_action
 
 
 def first_task(kind: str, split: str = "train"):

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-import distrl_core.envs.simdroid.tasks as simdroid_tasks
-from distrl_core.envs.simdroid.tasks import load_tasks
-from flows.cli_flows import _demo_options, _train_local_options
+import simulators.simdroid.tasks as simdroid_tasks
+from ops.cli_flows import _demo_options, _train_local_options
+from simulators.simdroid.tasks import load_tasks
 from storage.replay_config import ReplaySettings
 from tasks.learner import LearnerParams
 
@@ -66,8 +66,8 @@ def test_a_validation_demo_never_loads_the_test_split(
     demo_root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import flows.train_local  # noqa: F401 — imports every module that loads tasks before the spy
-    from flows.demo import run_demo
     from flows.train_local import TrainLocalParams, heldout_split
+    from ops.demo import run_demo
     from storage.sql_views import open_sql
     from storage.store import open_store
     from tasks.evaluator import EvaluatorParams

@@ -12,12 +12,12 @@ from __future__ import annotations
 import pytest
 
 from bench._gap_episodes import run_inspected
-from distrl_core.envs.sim_env import SimDroidEnvConfig
-from distrl_core.envs.simdroid.device import SimDroidConfig
-from distrl_core.envs.simdroid.tasks import validation_split
-from distrl_core.learner import WarmStartConfig, collect_demonstrations, supervised_warm_start
 from distrl_core.policy import Policy
 from flows.train_local import TrainLocalParams
+from simulators.sim_env import SimDroidEnvConfig
+from simulators.simdroid.device import SimDroidConfig
+from simulators.simdroid.tasks import validation_split
+from simulators.warm_start import WarmStartConfig, collect_demonstrations, supervised_warm_start
 from tasks.warm_start import policy_config_for
 
 # The budget that won on the validation split (docs/performance.md); the demo's default follows

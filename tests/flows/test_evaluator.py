@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from distrl_core.learner.warm_start import WarmStartConfig
 from flows.evaluator import evaluator
+from simulators.warm_start import WarmStartConfig
 from storage.registry import CHAMPION, PolicyRegistry
 from tasks.evaluation import PROTOCOL_TAG
 from tasks.evaluator import EvaluatorParams

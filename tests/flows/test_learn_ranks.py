@@ -9,9 +9,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from distrl_core.learner.warm_start import WarmStartConfig
 from flows.collect import collect
 from flows.learn import learn
+from simulators.warm_start import WarmStartConfig
 from storage.replay_config import ReplaySettings
 from tasks.collector import CollectorParams
 from tasks.learner import LearnerParams

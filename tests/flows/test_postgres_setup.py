@@ -1,4 +1,4 @@
-"""`distrl up --database postgres` before any server starts (flows/postgres.py): a bad
+"""`distrl up --database postgres` before any server starts (ops/postgres.py): a bad
 DISTRL_POSTGRES_URL or a missing PostgreSQL is one line naming the fix, and the password reaches no
 message, URL, argv or child environment. The stack itself runs in tests/integration/test_postgres_stack.py."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from flows import postgres, processes
-from flows.postgres import LocalPostgres, PostgresError, PostgresMissing, PostgresSettings, parse_url
+from ops import postgres, processes
+from ops.postgres import LocalPostgres, PostgresError, PostgresMissing, PostgresSettings, parse_url
 from storage.secrets import redact
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,7 +109,7 @@ def test_as_root_a_missing_server_user_names_the_setting(tmp_path: Path) -> None
 def test_bad_url_from_the_command_line(tmp_path: Path) -> None:
     """The whole command: exit 1, one `error:` line, no password, nothing started."""
     env = {**os.environ, "DISTRL_POSTGRES_URL": f"postgresql+psycopg://distrl:{PASSWORD}@db:5432"}
-    argv = [sys.executable, "-m", "flows.cli", "up", "--database", "postgres", "--dir", str(tmp_path / "up")]
+    argv = [sys.executable, "-m", "ops.cli", "up", "--database", "postgres", "--dir", str(tmp_path / "up")]
     done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     errors = [line for line in done.stderr.splitlines() if "error:" in line]
     assert done.returncode == 1 and len(errors) == 1, done.stderr
@@ -121,8 +121,8 @@ def test_bad_url_from_the_command_line(tmp_path: Path) -> None:
 def test_only_the_two_servers_get_the_password(tmp_path: Path, monkeypatch) -> None:
     """Prefect and MLflow get password-free URLs and the password as PGPASSWORD; moto, the deploy and
     the workers get neither it nor the user's own PGPASSWORD."""
-    from flows.up import Stack, UpConfig
-    from flows.up_env import server_argv
+    from ops.up import Stack, UpConfig
+    from ops.up_env import server_argv
     from tests.reliability.test_child_credentials import _envs
 
     monkeypatch.setenv("PGPASSWORD", "users-own-pg-password")

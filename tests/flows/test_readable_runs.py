@@ -9,10 +9,10 @@ from uuid import UUID
 
 import pytest
 
-from distrl_core.learner.warm_start import WarmStartConfig
 from flows.collect import collect, next_batches
 from flows.evaluate import evaluate
 from flows.learn import learn
+from simulators.warm_start import WarmStartConfig
 from storage.registry import PolicyRegistry
 from storage.replay_config import ReplaySettings
 from tasks.collector import CollectorParams

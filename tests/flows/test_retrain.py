@@ -92,12 +92,12 @@ def _write_shard(store, rows: list[dict], day: date) -> int:
 
 @pytest.mark.slow
 def test_retrain_fine_tunes_champion_on_recent_data_and_promotes_only_if_better(embedded_home: Path) -> None:
-    from distrl_core.envs.simdroid.tasks import load_tasks
     from distrl_core.policy import load_policy
     from distrl_core.policy.config import PolicyConfig, TinyModelConfig
     from distrl_core.policy.model import Policy
-    from distrl_core.rollout import RolloutConfig, expert_actor, run_episodes
     from flows.retrain import RetrainParams, retrain
+    from simulators.rollout import RolloutConfig, expert_actor, run_episodes
+    from simulators.simdroid.tasks import load_tasks
     from storage.registry import PolicyRegistry
     from storage.store import open_store
     from tasks.evaluation import HELDOUT_TAG

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cli import main as cli
+from ops.cli import main as cli
 
 TASK = "general-train-0000"
 SERIAL = "emulator-5554"
@@ -56,7 +56,7 @@ def _stored(root: Path, episode_id: str) -> tuple[dict, list[dict]]:
 def test_run_on_simdroid_prints_each_step_stores_the_episode_and_draws_it(
     home: Path, tmp_path, capsys
 ) -> None:
-    from distrl_core.envs.simdroid.tasks import get_task
+    from simulators.simdroid.tasks import get_task
 
     instruction = get_task(TASK).instruction  # a SimDroid task's own words find the task
     code = cli(["run", instruction, "--sim", "--home", str(home), "--max-steps", "3", "--out", str(tmp_path)])
@@ -110,7 +110,7 @@ def test_mistakes_are_one_line_errors_and_store_nothing(home: Path, arguments, m
 
 @pytest.fixture
 def fake_adb(tmp_path: Path) -> Iterator:
-    from distrl_core.envs.fake_adb import FakeAdbConfig, FakeAdbServer
+    from simulators.fake_adb import FakeAdbConfig, FakeAdbServer
 
     token = tmp_path / "console-token"
     token.write_text("token\n")
@@ -120,14 +120,14 @@ def fake_adb(tmp_path: Path) -> Iterator:
 
 
 def _request(server, tmp_path: Path, **overrides):
-    from flows.run import RunRequest
+    from ops.run import RunRequest
 
     settings = {"task_id": TASK, "fake_adb": True, "max_steps": 3} | overrides
     return RunRequest(serial=SERIAL, adb_port=server.port, out=tmp_path, **settings)
 
 
 def test_run_on_a_device_behind_the_fake_adb_server(home: Path, fake_adb, tmp_path: Path) -> None:
-    from flows.run import run_policy
+    from ops.run import run_policy
 
     lines: list[str] = []
     outcome = run_policy(_request(fake_adb, tmp_path), report=lines.append)
@@ -140,7 +140,7 @@ def test_run_on_a_device_behind_the_fake_adb_server(home: Path, fake_adb, tmp_pa
 
 
 def test_a_device_that_stops_answering_ends_the_run_with_what_it_did(home: Path, fake_adb, tmp_path) -> None:
-    from flows.run import run_policy
+    from ops.run import run_policy
 
     def report(line: str) -> None:
         if line.startswith("step  2"):
@@ -158,7 +158,7 @@ def test_on_a_real_device_without_rules_the_judge_gives_the_verdict(
 ) -> None:
     """A free instruction on a device driven as a real one (reset to HOME, rule checks): no rule
     can tell, so the model judge is asked about the last screen, and its verdict is the reward."""
-    from flows.run import run_policy
+    from ops.run import run_policy
     from tests.evaluators.chat_server import ChatServer
 
     with ChatServer(default_content="Status: success") as judge:

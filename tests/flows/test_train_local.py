@@ -48,7 +48,7 @@ def test_async_run_publishes_versions_that_collectors_pick_up(embedded_home: Pat
     )
     assert max(row["versions"] for row in versions_used) >= 2, (table.to_pylist(), result)  # swapped mid-run
     session.close()
-    from flows.status import status_report
+    from ops.status import status_report
 
     # The continuous evaluator scored versions while it ran; the curve's axes are the learner's tags.
     curve = result["heldout_curve"]

@@ -46,7 +46,7 @@ def _shown(tree: ast.Module) -> Iterator[tuple[int, str]]:
 def test_run_names_and_log_lines_use_characters_the_ui_draws() -> None:
     offenders = [
         f"{path.relative_to(ROOT)}:{line}: {text!r}"
-        for package in ("tasks", "flows")
+        for package in ("tasks", "flows", "ops")
         for path in sorted((ROOT / package).rglob("*.py"))
         for line, text in _shown(ast.parse(path.read_text(encoding="utf-8")))
         if not drawable(text)

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from distrl_core.learner.config import ALGORITHMS
-from flows import postgres
-from flows.up_config import UpConfig
+from ops import postgres
+from ops.up_config import UpConfig
 from tasks.curve_links import markdown_text
 
 ROOT = Path(__file__).resolve().parents[2]

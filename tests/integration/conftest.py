@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from flows.cli_flows import environment_kept
-from flows.up import Stack, UpConfig
+from ops.cli_flows import environment_kept
+from ops.up import Stack, UpConfig
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,7 @@ from uuid import UUID
 
 import pytest
 
-from flows.up import Stack, read_deployments
+from ops.up import Stack, read_deployments
 from storage.registry import PolicyRegistry
 from storage.sql_views import open_sql
 from storage.store import open_store

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from flows.up import Stack, UpConfig
+from ops.up import Stack, UpConfig
 from tests.integration.conftest import REPO
 
 

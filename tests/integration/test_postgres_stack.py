@@ -1,4 +1,4 @@
-"""`distrl up --database postgres` for real: the stack starts PostgreSQL itself (flows/postgres.py),
+"""`distrl up --database postgres` for real: the stack starts PostgreSQL itself (ops/postgres.py),
 runs the Prefect and MLflow servers on it, and a learner and two collectors run through the work
 pools. Their flow runs and the published versions are then read from PostgreSQL's own tables; no
 server log says "database is locked", none holds the password, and PostgreSQL stops with the stack.
@@ -17,8 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from flows import postgres
-from flows.up import Stack, UpConfig
+from ops import postgres
+from ops.up import Stack, UpConfig
 from storage.registry import PolicyRegistry
 from tests.integration.conftest import REPO, client_env
 from tests.integration.test_deployments import _run, _wait, _worker_logs

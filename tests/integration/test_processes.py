@@ -10,8 +10,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from flows import processes
-from flows.up import STATE_FILE, Stack, UpConfig, down, work_pools
+from flows.child_process import lower_thread_priority
+from ops import processes
+from ops.up import STATE_FILE, Stack, UpConfig, down, work_pools
 from tests.integration.conftest import REPO
 
 # A child that starts a grandchild in a new session, as Prefect's process worker does with flow runs.
@@ -131,7 +132,7 @@ def test_the_embedded_evaluator_thread_runs_nicer_than_the_rest(tmp_path: Path) 
     seen: dict[str, int] = {}
 
     def evaluator_thread() -> None:
-        processes.lower_thread_priority(19)
+        lower_thread_priority(19)
         seen["evaluator"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
 
     before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())

@@ -28,9 +28,9 @@ import httpx
 import pytest
 
 from bench.netns import Network, unavailable
-from flows import processes
-from flows.cli_flows import environment_kept
-from flows.quiet import QUIET_ENV
+from ops import processes
+from ops.cli_flows import environment_kept
+from ops.quiet import QUIET_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "operations.md"

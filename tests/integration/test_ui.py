@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from flows.up import Stack, UpConfig, read_deployments, work_pools
+from ops.up import Stack, UpConfig, read_deployments, work_pools
 from tests.integration.conftest import REPO, client_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(420)]

@@ -110,7 +110,7 @@ def test_no_code_outside_the_loss_table_compares_an_algorithm_name():
     # `x.algorithm == "gigpo"` and the like: a trait of the algorithm's loss says it instead.
     names = set(ALGORITHMS)
     found = []
-    for package in ("distrl_core", "storage", "tasks", "flows"):
+    for package in ("distrl_core", "simulators", "storage", "tasks", "flows", "ops"):
         for path in sorted((ROOT / package).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 if isinstance(node, ast.Compare):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from distrl_core.envs.simdroid.tasks import load_tasks, validation_split
-from distrl_core.learner.evaluation import estimate_from_outcomes, estimate_success, wilson_interval
+from simulators.evaluation import estimate_from_outcomes, estimate_success, wilson_interval
+from simulators.simdroid.tasks import load_tasks, validation_split
 
 
 def test_wilson_interval_brackets_the_rate_and_narrows_with_n():

@@ -81,7 +81,7 @@ def test_every_entry_point_offers_every_algorithm():
     from typing import get_args
 
     from distrl_core.learner.config import Algorithm
-    from flows.cli import build_parser
+    from ops.cli import build_parser
     from tasks.learner import LearnerParams
 
     algorithms = get_args(Algorithm)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distrl_core.envs.sim_env import SimDroidEnvConfig
-from distrl_core.envs.simdroid.tasks import load_tasks
-from distrl_core.learner import Learner, LearnerConfig, LoopConfig, train_rounds
+from distrl_core.learner import Learner, LearnerConfig
 from distrl_core.learner.groups import group_tasks, sample_groups
 from distrl_core.policy.config import TinyModelConfig
-from distrl_core.rollout import RolloutConfig, run_episodes
+from simulators.local_loop import LoopConfig, train_rounds
+from simulators.rollout import RolloutConfig, run_episodes
+from simulators.sim_env import SimDroidEnvConfig
+from simulators.simdroid.tasks import load_tasks
 
 
 def test_group_tasks_repeat_one_task_under_one_seed():

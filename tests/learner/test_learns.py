@@ -22,18 +22,12 @@ def _run_seed(seed: int) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    from distrl_core.envs.simdroid.tasks import load_tasks
-    from distrl_core.learner import (
-        Learner,
-        LearnerConfig,
-        LoopConfig,
-        WarmStartConfig,
-        collect_demonstrations,
-        supervised_warm_start,
-        train_rounds,
-    )
+    from distrl_core.learner import Learner, LearnerConfig
     from distrl_core.policy import Policy, PolicyConfig
     from distrl_core.policy.config import TinyModelConfig
+    from simulators.local_loop import LoopConfig, train_rounds
+    from simulators.simdroid.tasks import load_tasks
+    from simulators.warm_start import WarmStartConfig, collect_demonstrations, supervised_warm_start
 
     policy = Policy.create(PolicyConfig(device="cpu", seed=seed, tiny=TinyModelConfig(seed=seed)))
     warm = WarmStartConfig(family="general", noise=0.3, updates=20, seed=seed)

@@ -140,7 +140,7 @@ def test_the_learner_task_refuses_windows_with_the_shortest_path_reward():
 
 
 def test_the_loop_acts_with_weights_k_versions_old_and_restores_the_learners(make_policy):
-    from distrl_core.learner.local_loop import _Published
+    from simulators.local_loop import _Published
 
     learner = Learner(make_policy(), LearnerConfig(weight_average_decay=0.0))
     parameters = learner.policy.actor_parameters()
@@ -160,8 +160,8 @@ def test_the_loop_acts_with_weights_k_versions_old_and_restores_the_learners(mak
 
 
 def test_group_tasks_follow_the_curriculum_probabilities():
-    from distrl_core.envs.simdroid.tasks import load_tasks
     from distrl_core.learner.groups import group_tasks
+    from simulators.simdroid.tasks import load_tasks
 
     tasks = load_tasks("general", "train")[:5]
     probabilities = np.array([0.0, 0.0, 1.0, 0.0, 0.0])

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import torch
 
-from distrl_core.envs.simdroid.tasks import load_tasks
-from distrl_core.learner import WarmStartConfig, collect_demonstrations, supervised_warm_start
 from distrl_core.policy import Policy, PolicyConfig
 from distrl_core.policy.config import TinyModelConfig
+from simulators.simdroid.tasks import load_tasks
+from simulators.warm_start import WarmStartConfig, collect_demonstrations, supervised_warm_start
 
 
 def _warm_start(tokenizer, seed: int) -> tuple[torch.Tensor, list[str]]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 
-from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
-from distrl_core.envs.simdroid.device import SimDroidConfig
-from distrl_core.envs.simdroid.faults import FaultConfig
-from distrl_core.rollout import RolloutConfig, expert_actor, run_episodes
+from simulators.rollout import RolloutConfig, expert_actor, run_episodes
+from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
+from simulators.simdroid.device import SimDroidConfig
+from simulators.simdroid.faults import FaultConfig
 from storage.schema import COLUMN_NAMES, steps_to_table
 
 
@@ -132,7 +132,7 @@ def test_episode_ids_are_reproducible_within_a_run_and_distinct_across_runs():
 
 
 def test_the_in_memory_replay_keeps_only_ok_episodes():
-    from distrl_core.learner.local_loop import InMemoryReplay
+    from simulators.local_loop import InMemoryReplay
 
     config = SimDroidEnvConfig(screenshots=False, ui_xml=False)
     failed = run_episodes(

@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 
 from distrl_core.envs.actions import Action, format_action
 from distrl_core.envs.observation import UIElement, compact_tree
-from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
-from distrl_core.envs.simdroid.device import SimDroidConfig
-from distrl_core.envs.simdroid.expert import expert_action
-from distrl_core.envs.simdroid.tasks import load_tasks
 from distrl_core.policy.candidates import build_candidates, instruction_spans, parse_compact_tree
+from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
+from simulators.simdroid.device import SimDroidConfig
+from simulators.simdroid.expert import expert_action
+from simulators.simdroid.tasks import load_tasks
 
 
 def test_expert_actions_are_candidates_rebuilt_from_the_stored_text_alone():

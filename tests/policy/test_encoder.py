@@ -67,10 +67,10 @@ def policy(minilm_dir):
 @pytest.fixture(scope="module")
 def steps():
     from distrl_core.envs.actions import format_action
-    from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
-    from distrl_core.envs.simdroid.expert import expert_action
-    from distrl_core.envs.simdroid.tasks import load_tasks
     from distrl_core.policy.types import StepInput
+    from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
+    from simulators.simdroid.expert import expert_action
+    from simulators.simdroid.tasks import load_tasks
 
     env = SimDroidEnv(SimDroidEnvConfig(screenshots=False))
     out = []
@@ -231,7 +231,7 @@ def test_an_encoder_config_rejects_what_it_cannot_do():
 def test_the_switch_picks_the_encoder_path_for_an_encoder_folder(minilm_dir):
     import argparse
 
-    from flows.cli_flows import _demo_options
+    from ops.cli_flows import _demo_options
     from tasks.warm_start import policy_config_for
 
     config = policy_config_for(str(minilm_dir), seed=3)

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from distrl_core.envs.actions import ActionKind
-from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
 from distrl_core.learner.batch import StepBatch
 from distrl_core.policy import BaseMismatchError, LoraSettings, Policy, PolicyConfig, load_policy, save_policy
-from distrl_core.rollout import RolloutConfig, run_episodes
+from simulators.rollout import RolloutConfig, run_episodes
+from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
 
 
 def _observations(count: int):

@@ -38,8 +38,8 @@ def smollm2_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def demo_rows() -> list[dict]:
-    from distrl_core.envs.simdroid.tasks import load_tasks
-    from distrl_core.learner.warm_start import WarmStartConfig, collect_demonstrations
+    from simulators.simdroid.tasks import load_tasks
+    from simulators.warm_start import WarmStartConfig, collect_demonstrations
 
     tasks = load_tasks("general", "train")[:4]
     return collect_demonstrations(WarmStartConfig(noise=0.0), tasks=tasks).rows
@@ -93,8 +93,8 @@ def test_learner_update_with_lora_and_identical_log_probs_after_reload(
 
 _MEASURE = """
 import json, resource, sys, torch
-from distrl_core.envs.simdroid.tasks import load_tasks
-from distrl_core.learner.warm_start import WarmStartConfig, collect_demonstrations, supervised_warm_start
+from simulators.simdroid.tasks import load_tasks
+from simulators.warm_start import WarmStartConfig, collect_demonstrations, supervised_warm_start
 from distrl_core.policy import LoraSettings, Policy, PolicyConfig
 torch.set_num_threads(2)
 base, micro = sys.argv[1], json.loads(sys.argv[2])

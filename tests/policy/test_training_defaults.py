@@ -11,16 +11,16 @@ import torch
 
 from distrl_core.learner import Learner, LearnerConfig
 from distrl_core.learner.config import DEFAULT_MICRO_BATCH_SIZE
-from distrl_core.learner.warm_start import (
+from distrl_core.policy import LoraSettings, Policy, PolicyConfig, save_policy
+from distrl_core.policy.backbone import hash_checkpoint_files
+from distrl_core.policy.defaults import PRETRAINED, describe_defaults, training_defaults
+from simulators.warm_start import (
     WarmStartConfig,
     _sft_backward,
     _sft_backward_accumulated,
     micro_batches,
     warm_start_optimizer,
 )
-from distrl_core.policy import LoraSettings, Policy, PolicyConfig, save_policy
-from distrl_core.policy.backbone import hash_checkpoint_files
-from distrl_core.policy.defaults import PRETRAINED, describe_defaults, training_defaults
 
 
 @pytest.fixture

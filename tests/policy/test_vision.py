@@ -16,10 +16,10 @@ from transformers import (
     LlavaProcessor,
 )
 
-from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
 from distrl_core.learner.batch import StepBatch
 from distrl_core.policy import Policy, PolicyConfig, load_policy, save_policy
 from distrl_core.policy.tokenizer import build_word_tokenizer
+from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
 
 
 @pytest.fixture(scope="module")

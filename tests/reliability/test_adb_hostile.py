@@ -13,7 +13,7 @@ from pathlib import Path
 import adbutils
 import pytest
 
-from distrl_core.envs.fake_adb import FakeAdbConfig, FakeAdbServer
+from simulators.fake_adb import FakeAdbConfig, FakeAdbServer
 
 IDLE_S = 0.3
 

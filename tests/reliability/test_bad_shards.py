@@ -4,7 +4,7 @@ shard is named and left out (never moved by SQL), and both keep answering from t
 from __future__ import annotations
 
 from bench.probes import bad_shards
-from flows.cli import main as cli
+from ops.cli import main as cli
 from storage.catalog import list_shards
 from storage.replay import Replay
 from storage.replay_config import ReplaySettings

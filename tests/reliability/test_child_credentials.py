@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from flows import processes
-from flows.up import Stack, UpConfig
+from ops import processes
+from ops.up import Stack, UpConfig
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "FwoGZXIvYXdzEXAMPLEsessiontoken-canary-81f2"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cli import main as cli
+from ops.cli import main as cli
 from tests.reliability.conftest import fill
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,7 +71,7 @@ def _status(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
         "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",  # one refused connection is enough to know
     }
     return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *flags, "status", "--home", str(tmp_path / "home")],
+        [sys.executable, "-m", "ops.cli", *flags, "status", "--home", str(tmp_path / "home")],
         capture_output=True,
         text=True,
         env=env,

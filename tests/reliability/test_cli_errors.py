@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cli import main as cli
+from ops.cli import main as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,7 +65,7 @@ def test_bad_learner_override_and_bad_replay_variable(tmp_path) -> None:
     }
     children = {
         names: subprocess.Popen(
-            [sys.executable, "-m", "flows.cli", command, *argv],
+            [sys.executable, "-m", "ops.cli", command, *argv],
             env=env | extra,
             cwd=tmp_path,
             stdout=subprocess.PIPE,
@@ -101,7 +101,7 @@ def test_a_busy_fake_adb_port(tmp_path) -> None:
         busy.listen()
         port = busy.getsockname()[1]
         done = subprocess.run(
-            [sys.executable, "-m", "flows.cli", "fake-adb", "--port", str(port), "--console-port", "0"],
+            [sys.executable, "-m", "ops.cli", "fake-adb", "--port", str(port), "--console-port", "0"],
             env=dict(os.environ, PYTHONPATH=str(ROOT)),
             cwd=tmp_path,
             capture_output=True,
@@ -118,7 +118,7 @@ def test_a_busy_fake_adb_console_port(tmp_path) -> None:
         busy.listen()
         port = busy.getsockname()[1]
         done = subprocess.run(
-            [sys.executable, "-m", "flows.cli", "fake-adb", "--port", "0", "--console-port", str(port)],
+            [sys.executable, "-m", "ops.cli", "fake-adb", "--port", "0", "--console-port", str(port)],
             env=dict(os.environ, PYTHONPATH=str(ROOT), HOME=str(tmp_path)),
             cwd=tmp_path,
             capture_output=True,

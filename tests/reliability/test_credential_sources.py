@@ -66,7 +66,7 @@ def test_status_shows_no_password_of_the_tracking_uri(tmp_path, monkeypatch) -> 
         MLFLOW_HTTP_REQUEST_TIMEOUT="2",
     )
     done = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "status", "--home", str(tmp_path / "home")],
+        [sys.executable, "-m", "ops.cli", "status", "--home", str(tmp_path / "home")],
         env=env,
         cwd=tmp_path,
         capture_output=True,

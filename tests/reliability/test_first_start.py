@@ -1,6 +1,6 @@
 """Two commands started at once on a fresh home raced on Prefect's and MLflow's SQLite tables
 (`table concurrency_limit_v2 already exists`; alembic's `expected to match one row`). The first
-start of a home now creates both databases under an exclusive lock in it (flows/embedded.py)."""
+start of a home now creates both databases under an exclusive lock in it (ops/embedded.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from flows import embedded
+from ops import embedded
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,7 +51,7 @@ def test_the_first_start_runs_once_and_never_twice_at_a_time(tmp_path: Path, mon
 def test_two_commands_on_a_fresh_home_both_start(tmp_path: Path) -> None:
     """Both reach the registry (and find it empty: the one-line error of an empty registry)."""
     home = tmp_path / "home"
-    argv = [sys.executable, "-m", "flows.cli", "retrain", "--home", str(home), "--updates", "1"]
+    argv = [sys.executable, "-m", "ops.cli", "retrain", "--home", str(home), "--updates", "1"]
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}
     procs = [
         subprocess.Popen(

@@ -134,7 +134,7 @@ def test_sql_leaves_special_files_out_and_counts_a_restored_copy_once(local_stor
         [
             sys.executable,
             "-m",
-            "flows.cli",
+            "ops.cli",
             "sql",
             "SELECT count(*) FROM steps",
             "--store",

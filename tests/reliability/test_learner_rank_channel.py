@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from bench import netns
 from distrl_core.learner import Learner, LearnerConfig
-from distrl_core.learner.step import Draw
+from distrl_core.learner.learner import Draw
 from distrl_core.policy import load_policy, save_policy
 from tasks.learner_ranks import LearnerRanks
 from tasks.rank_channel import SealError, new_key, seal, unseal

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = textwrap.dedent(
     """
     import contextlib, io, logging, sys
-    from flows.cli import main
+    from ops.cli import main
     before = list(logging.getLogger().handlers), logging.getLogger().level
     captured = io.StringIO()
     with contextlib.redirect_stderr(captured):

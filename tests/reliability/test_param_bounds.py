@@ -10,8 +10,9 @@ from typing import get_args
 import pytest
 from pydantic import ValidationError
 
-from distrl_core.envs.simdroid.tasks import FAMILIES, SPLIT_CHOICES
-from flows.cli import main as cli
+from distrl_core.envs.protocol import FAMILIES
+from ops.cli import main as cli
+from simulators.simdroid.tasks import SPLIT_CHOICES
 from tasks.bounds import Family, Split
 
 HUGE = "99999999999999999999999"

@@ -15,7 +15,7 @@ import pytest
 
 from bench.probes import SQL_ALLOWED as ALLOWED
 from bench.probes import SQL_ATTACKS as ATTACKS
-from flows.cli import main as cli
+from ops.cli import main as cli
 from storage.sql_views import ReadOnlyError, open_sql
 from storage.store import Store
 from tests.reliability.conftest import fill
@@ -67,7 +67,7 @@ def test_the_environment_cannot_be_read(store_kind: str, request, tmp_path) -> N
     env = dict(os.environ, DISTRL_JUDGE_API_KEY="sk-environ-canary-0451", PYTHONPATH=str(ROOT))
     query = "SELECT content FROM read_text('/proc/self/environ')"
     done = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "sql", query, "--store", store.uri, "--format", "csv"],
+        [sys.executable, "-m", "ops.cli", "sql", query, "--store", store.uri, "--format", "csv"],
         env=env,
         cwd=tmp_path,
         capture_output=True,

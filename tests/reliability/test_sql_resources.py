@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cli import main as cli
+from ops.cli import main as cli
 from storage.sql_views import SqlLimitError, SqlSettings, open_sql
 from storage.store import Store
 from tests.reliability.conftest import fill

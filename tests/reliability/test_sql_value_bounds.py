@@ -47,7 +47,7 @@ def test_the_cap_is_lifted_after_a_failure_inside() -> None:
 def test_the_cli_answers_one_line_naming_the_limit(local_store: Store) -> None:
     fill(local_store, 3)
     done = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "sql", "--store", local_store.uri, LARGE_VALUE],
+        [sys.executable, "-m", "ops.cli", "sql", "--store", local_store.uri, LARGE_VALUE],
         capture_output=True,
         text=True,
         env={"PYTHONPATH": str(ROOT), "DISTRL_SQL_MEMORY_LIMIT": "20MB", "PATH": "/usr/bin:/bin"},

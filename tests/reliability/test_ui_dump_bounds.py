@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from distrl_core.envs.adb import AdbEnvConfig, UiDumpError
-from distrl_core.envs.adb.dump import UiDumpLimitError
-from distrl_core.envs.adb.link import AdbDeviceLink
-from distrl_core.envs.fake_adb import FakeAdbConfig, FakeAdbServer
+from simulators.adb import AdbEnvConfig, UiDumpError
+from simulators.adb.dump import UiDumpLimitError
+from simulators.adb.link import AdbDeviceLink
+from simulators.fake_adb import FakeAdbConfig, FakeAdbServer
 
 SERIAL = "emulator-5554"
 NODE = '<node text="" class="android.widget.FrameLayout" bounds="[0,0][1080,1920]" clickable="true">'

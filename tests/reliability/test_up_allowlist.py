@@ -1,4 +1,4 @@
-"""`distrl up` children inherit by allowlist, per role (flows/up_env.py): HF_TOKEN, GITHUB_TOKEN,
+"""`distrl up` children inherit by allowlist, per role (ops/up_env.py): HF_TOKEN, GITHUB_TOKEN,
 MLFLOW_TRACKING_PASSWORD, PREFECT_API_KEY, PREFECT_API_AUTH_STRING, legacy AWS_ACCESS_KEY, a
 password inside MLFLOW_TRACKING_URI and an unknown variable all reached moto, MLflow, the Prefect
 server and every worker through a denylist. Now none reaches any child's /proc/<pid>/environ, and
@@ -14,8 +14,8 @@ import psutil
 import pytest
 
 from bench.faults_lease import CANARIES, CANARY_PARTS
-from flows import up_env
-from flows.up import Stack, UpConfig
+from ops import up_env
+from ops.up import Stack, UpConfig
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ import boto3
 import pytest
 import yaml
 
-from flows.cli import main
+from ops.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

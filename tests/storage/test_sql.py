@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from flows.cli import main as cli
+from ops.cli import main as cli
 from storage.catalog import list_shards, read_shard
 from storage.shards import ShardWriter, ShardWriterConfig
 from storage.sql_views import ReadOnlyError, open_sql
@@ -127,7 +127,7 @@ def test_cli_reports_sql_errors_plainly(local_store: Store, capsys) -> None:
 
 
 def test_cli_wires_fake_adb_to_the_server_entry_point() -> None:
-    from flows.cli import _cmd_fake_adb, build_parser
+    from ops.cli import _cmd_fake_adb, build_parser
 
     args = build_parser().parse_args(["fake-adb", "--port", "0", "--devices", "3"])
     assert args.func is _cmd_fake_adb and (args.port, args.devices, args.host) == (0, 3, "127.0.0.1")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import get_args
 
-from distrl_core.envs.simdroid.tasks import FAMILIES
+from distrl_core.envs.protocol import FAMILIES
 from tasks.bounds import Family
 from tasks.evaluation import OUTCOMES_TAG, PROTOCOL_TAG
 from tasks.evaluator import EvaluatorParams, choose_next, newest_scored, report_from_tags

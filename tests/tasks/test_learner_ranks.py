@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from distrl_core.learner import Learner, LearnerConfig
-from distrl_core.learner.step import Draw, train_step
+from distrl_core.learner.learner import Draw, train_step
 from distrl_core.policy import load_policy, save_policy
 from storage.replay import Replay
 from storage.replay_config import ReplaySettings

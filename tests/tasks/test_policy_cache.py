@@ -10,10 +10,10 @@ import pytest
 import torch
 
 import distrl_core.policy.version as policy_version
-from distrl_core.envs.sim_env import SimDroidEnv, SimDroidEnvConfig
 from distrl_core.policy import load_policy, save_policy
 from distrl_core.policy.config import PolicyConfig
 from distrl_core.policy.model import Policy
+from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
 from storage.registry import PolicyRegistry
 from tasks.collector import CollectorParams, close_collector, load_policy_version, open_collector
 from tasks.policy_cache import templates

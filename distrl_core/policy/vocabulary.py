@@ -1,0 +1,28 @@
+"""The words of the tiny default policy's tokenizer, one file per corpus split.
+
+Written by ``python -m simulators.corpus --write`` from the text a SimDroid policy reads (the
+split's instructions, the screens the scripted expert sees, the candidate texts), so that the core
+builds its default tokenizer without importing the simulator. A test checks them against a fresh
+corpus.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["CORPUS_SPLITS", "VOCABULARY_DIR", "vocabulary_path", "vocabulary_words"]
+
+VOCABULARY_DIR = Path(__file__).resolve().parent / "vocabulary"
+# "fit" and "fit_words": the train split less its validation tasks (the second with words=True)
+CORPUS_SPLITS = ("train", "test", "fit", "fit_words")
+
+
+def vocabulary_path(split: str) -> Path:
+    if split not in CORPUS_SPLITS:
+        raise ValueError(f"vocabulary split must be one of {CORPUS_SPLITS}, got {split!r}")
+    return VOCABULARY_DIR / f"{split}.txt"
+
+
+def vocabulary_words(split: str = "train") -> tuple[str, ...]:
+    """The split's words, sorted, as ``python -m simulators.corpus --write`` wrote them."""
+    return tuple(vocabulary_path(split).read_text(encoding="utf-8").split())

@@ -1,0 +1,70 @@
+"""The text a SimDroid policy reads, and the vocabulary files the core's default tokenizer is built from.
+
+The core never imports the simulator: the tiny default policy's word-level tokenizer reads the
+words of this corpus from ``distrl_core/policy/vocabulary/<split>.txt``, written here
+(``python -m simulators.corpus --write``) and checked against a fresh corpus by a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from distrl_core.policy.candidates import build_candidates
+from distrl_core.policy.tokenizer import split_words
+from distrl_core.policy.vocabulary import CORPUS_SPLITS, VOCABULARY_DIR, vocabulary_path
+from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
+from simulators.simdroid.device import SimDroidConfig
+from simulators.simdroid.expert import expert_action
+from simulators.simdroid.tasks import load_tasks, validation_split
+
+__all__ = ["CORPUS_SPLITS", "corpus_words", "simdroid_corpus"]
+
+
+def simdroid_corpus(split: str = "train") -> list[str]:
+    """Text a SimDroid policy reads: the split's instructions, every screen the scripted expert sees
+    while solving them, and the candidate texts. Deterministic; a couple of seconds. "fit" and
+    "fit_words" are the train split less its validation tasks (``validation_split``, the second
+    with ``words=True``): a vocabulary built from them leaves validation's own words unknown."""
+    if split not in CORPUS_SPLITS:
+        raise ValueError(f"simdroid_corpus split must be one of {CORPUS_SPLITS}, got {split!r}")
+    tasks = (
+        validation_split(words=split == "fit_words")[0]
+        if split.startswith("fit")
+        else load_tasks(split=split)
+    )
+
+    env = SimDroidEnv(SimDroidEnvConfig(device=SimDroidConfig(distractor_prob=0.5), screenshots=False))
+    texts: list[str] = []
+    for task in tasks:
+        observation = env.reset(task, seed=0)
+        texts.append(task.instruction)
+        for _ in range(task.horizon):
+            texts.append(observation.ui_text)
+            texts += [c.text for c in build_candidates(task.instruction, observation.ui_text)]
+            result = env.step(expert_action(env, task))
+            observation = result.observation
+            if result.done:
+                break
+    return texts
+
+
+def corpus_words(split: str) -> list[str]:
+    """The corpus's distinct words, sorted: what a vocabulary file holds."""
+    return sorted({w for text in simdroid_corpus(split) for w in split_words(text)})
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help=f"rewrite the files in {VOCABULARY_DIR}")
+    args = parser.parse_args(argv)
+    for split in CORPUS_SPLITS:
+        text = "\n".join(corpus_words(split)) + "\n"
+        path = vocabulary_path(split)
+        if args.write:
+            path.write_text(text, encoding="utf-8")
+        state = "same" if path.is_file() and path.read_text(encoding="utf-8") == text else "differs"
+        print(f"{path}: {state}")
+
+
+if __name__ == "__main__":
+    main()

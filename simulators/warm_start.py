@@ -1,0 +1,215 @@
+"""Warm start: supervised fine-tuning on demonstrations of the noisy scripted expert.
+
+DistRL and DigiRL start RL from AutoUI, a model already fine-tuned on human demonstrations that
+solves a fraction of the tasks. Here the demonstrations come from SimDroid's scripted expert with
+``noise`` (random plausible actions mixed in, so the data holds mistakes and recoveries), on the
+train split only, and the SFT budget is kept small: the point is a policy with modest held-out
+success that RL then improves, not an imitation of the expert.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from distrl_core.algos.masking import masked_mean
+from distrl_core.envs.protocol import Task
+from distrl_core.learner.batch import StepBatch
+from distrl_core.policy.defaults import training_defaults
+from distrl_core.policy.model import Policy
+from simulators.rollout import RolloutConfig, RolloutResult, expert_actor, run_episodes
+from simulators.sim_env import SimDroidEnvConfig
+from simulators.simdroid.device import SimDroidConfig
+from simulators.simdroid.tasks import load_tasks
+
+__all__ = ["WarmStartConfig", "collect_demonstrations", "supervised_warm_start"]
+
+TRAIN_SETS = ("train", "fit", "fit_words")  # the task sets a warm start may learn from
+
+
+@dataclass
+class WarmStartConfig:
+    """Settings of the warm start.
+
+    - ``family``: task family of the demonstrations (None: both). ``split``: their tasks, "train"
+      or a selection carved from it ("fit_words" leaves the validation_words tasks unseen; see
+      ``load_tasks``). ``episodes_per_task``: demos per task. ``noise``: the expert's probability of a random plausible action per step.
+    - ``updates``/``batch_size``/``lr``: SFT steps, trajectories per step, AdamW learning rate.
+      The default budget is small on purpose (docs/performance.md has what it reaches).
+    - ``successful_only``: train only on demonstrations that reached the goal.
+    - ``entity_dropout``/``word_dropout``/``phrasing_dropout``: word dropout during SFT (see
+      Policy.with_word_dropout); what makes the warm start generalise to held-out apps, sites
+      and phrasings.
+    - ``seed``: demonstrations and batch order.
+    - ``backbone_lr``/``micro_batch_size``/``max_micro_batch_tokens``: None picks them from the
+      base (policy.defaults.training_defaults): the tiny default trains backbone and heads at
+      ``lr`` on the whole batch at once; a pretrained base trains its LoRA adapter at 2e-4, the
+      heads at ``lr``, and accumulates gradients over micro-batches of trajectories so that the
+      memory of a step stays bounded however large ``batch_size`` and the prompts are.
+    """
+
+    family: str | None = "general"
+    split: str = "train"
+    episodes_per_task: int = 1
+    noise: float = 0.3
+    updates: int = 40
+    batch_size: int = 16
+    lr: float = 1e-3
+    successful_only: bool = False
+    entity_dropout: float = 0.5
+    word_dropout: float = 0.1
+    phrasing_dropout: float | None = None  # None: as word_dropout
+    seed: int = 0
+    backbone_lr: float | None = None
+    micro_batch_size: int | None = None
+    max_micro_batch_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.noise <= 1.0:
+            raise ValueError(f"WarmStartConfig.noise is a probability, got {self.noise}")
+        if self.episodes_per_task < 1 or self.updates < 0 or self.batch_size < 1 or not self.lr > 0:
+            raise ValueError(
+                "WarmStartConfig needs episodes_per_task >= 1, updates >= 0, batch_size >= 1 and lr > 0"
+            )
+        if self.split not in TRAIN_SETS:
+            raise ValueError(
+                f"WarmStartConfig.split must be one of {TRAIN_SETS} (demonstrations never come from "
+                f"held-out tasks), got {self.split!r}"
+            )
+        for name in ("backbone_lr", "micro_batch_size", "max_micro_batch_tokens"):
+            if getattr(self, name) is not None and not getattr(self, name) > 0:
+                raise ValueError(f"WarmStartConfig.{name} must be None (from the base) or > 0")
+
+
+def collect_demonstrations(
+    config: WarmStartConfig, tasks: Sequence[Task] | None = None, env: SimDroidEnvConfig | None = None
+) -> RolloutResult:
+    """Noisy-expert episodes on ``config.split`` (``tasks`` overrides), as schema rows."""
+    tasks = list(tasks) if tasks is not None else load_tasks(config.family, config.split)
+    env = env or SimDroidEnvConfig(
+        device=SimDroidConfig(distractor_prob=0.1), screenshots=False, ui_xml=False
+    )
+    rollout = RolloutConfig(env=env, parallel_envs=1, seed=config.seed, policy_name="scripted-expert")
+    return run_episodes(expert_actor(config.noise, config.seed), tasks * config.episodes_per_task, rollout)
+
+
+def supervised_warm_start(
+    policy: Policy, rows: Sequence[dict[str, Any]], config: WarmStartConfig | None = None
+) -> list[dict[str, float]]:
+    """SFT of the actor: −mean log π of the demonstrated actions the policy can express (actions
+    outside its candidate set are skipped). The critics are left alone: fitted to the expert's
+    returns they would badly overestimate the warm-started policy's. Returns per-update metrics."""
+    config = config or WarmStartConfig()
+    episodes: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row["episode_success"] or not config.successful_only:
+            episodes.setdefault(row["episode_id"], []).append(row)
+    if not episodes:
+        raise ValueError("no demonstrations to learn from (all failed and successful_only is set?)")
+    keys = sorted(episodes)
+    rng = random.Random(config.seed)
+    torch.manual_seed(config.seed)  # word dropout draws from torch's global generator
+    optimizer = warm_start_optimizer(policy, config)
+    micro = warm_start_micro_batching(policy, config)
+    history = []
+    policy.train()
+    with policy.with_word_dropout(config.entity_dropout, config.word_dropout, config.phrasing_dropout):
+        for _ in range(config.updates):
+            chosen = rng.sample(keys, min(config.batch_size, len(keys)))
+            trajectories = [episodes[key] for key in chosen]
+            optimizer.zero_grad(set_to_none=True)
+            if micro is None:  # the tiny default: one graph over the whole batch
+                metrics = _sft_backward(policy, [row for rows in trajectories for row in rows])
+            else:
+                metrics = _sft_backward_accumulated(policy, trajectories, *micro)
+            optimizer.step()
+            history.append(metrics)
+    policy.eval()
+    return history
+
+
+def warm_start_optimizer(policy: Policy, config: WarmStartConfig) -> torch.optim.Optimizer:
+    """AdamW over the actor; a pretrained base's adapter gets its own (smaller) learning rate."""
+    backbone_lr = config.backbone_lr or training_defaults(policy.config).backbone_lr
+    return torch.optim.AdamW(policy.actor_parameter_groups(config.lr, backbone_lr), lr=config.lr)
+
+
+def warm_start_micro_batching(policy: Policy, config: WarmStartConfig) -> tuple[int, int | None] | None:
+    """(trajectories, prompt tokens) per micro-batch, or None for one graph over the whole batch."""
+    defaults = training_defaults(policy.config)
+    size = config.micro_batch_size or defaults.micro_batch_size
+    tokens = config.max_micro_batch_tokens or defaults.max_micro_batch_tokens
+    if size is None and tokens is None:
+        return None
+    return size or config.batch_size, tokens
+
+
+def _sft_backward(policy: Policy, rows: list[dict[str, Any]], accumulate: bool = False) -> dict[str, float]:
+    """Backward of −mean log π over ``rows`` (of the demonstrated actions the policy can express);
+    with ``accumulate`` the backward is of the sum, and the caller divides by the batch's count."""
+    batch = StepBatch.from_rows(rows).to(policy.device)
+    out = policy.evaluate(batch)
+    usable = batch.mask & out.known
+    if not accumulate:
+        nll = -masked_mean(out.logp, usable)
+        nll.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
+        return {
+            "nll": float(nll.detach()),
+            "entropy": float(masked_mean(out.entropy.detach(), batch.mask)),
+            "known_fraction": float(usable.sum()) / max(int(batch.mask.sum()), 1),
+        }
+    nll_sum = -torch.where(usable, out.logp, torch.zeros_like(out.logp)).sum()
+    nll_sum.backward()  # type: ignore[no-untyped-call]
+    return {
+        "nll": float(nll_sum.detach()),
+        "entropy": float((out.entropy.detach() * batch.mask).sum()),
+        "usable": float(usable.sum()),
+        "steps": float(batch.mask.sum()),
+    }
+
+
+def _prompt_tokens(policy: Policy, rows: list[dict[str, Any]]) -> int:
+    steps = StepBatch.from_rows(rows).steps  # rebuilds each step's action history like the learner
+    return sum(len(policy.encode(s.instruction, s.observation_text, s.history).input_ids) for s in steps)
+
+
+def micro_batches(
+    policy: Policy, trajectories: list[list[dict[str, Any]]], size: int, max_tokens: int | None
+) -> list[list[dict[str, Any]]]:
+    """Consecutive groups of at most ``size`` trajectories and ``max_tokens`` prompt tokens (a
+    longer trajectory forms a group alone), as flat row lists."""
+    groups: list[list[dict[str, Any]]] = []
+    count = tokens = 0
+    for rows in trajectories:
+        cost = _prompt_tokens(policy, rows) if max_tokens else 0
+        if not groups or count >= size or (max_tokens and tokens + cost > max_tokens):
+            groups.append([])
+            count = tokens = 0
+        groups[-1].extend(rows)
+        count, tokens = count + 1, tokens + cost
+    return groups
+
+
+def _sft_backward_accumulated(
+    policy: Policy, trajectories: list[list[dict[str, Any]]], size: int, max_tokens: int | None
+) -> dict[str, float]:
+    """Gradient accumulation over micro-batches: the gradient of the batch's −mean log π, with
+    the memory of one micro-batch's graph. Each micro-batch back-propagates its sum; the
+    accumulated gradients are divided by the batch's count of usable steps at the end."""
+    sums = {"nll": 0.0, "entropy": 0.0, "usable": 0.0, "steps": 0.0}
+    for rows in micro_batches(policy, trajectories, size, max_tokens):
+        for name, value in _sft_backward(policy, rows, accumulate=True).items():
+            sums[name] += value
+    usable = max(sums["usable"], 1.0)
+    for parameter in policy.actor_parameters():
+        if parameter.grad is not None:
+            parameter.grad.div_(usable)
+    return {
+        "nll": sums["nll"] / usable,
+        "entropy": sums["entropy"] / max(sums["steps"], 1.0),
+        "known_fraction": sums["usable"] / max(sums["steps"], 1.0),
+    }
