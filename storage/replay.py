@@ -161,7 +161,11 @@ class Replay:
             batch: list[tuple[str, pa.Table]] = []
             for shard in self.catalog.scan()[:max_shards]:
                 table, bad = try_read_shard(
-                    self.store, shard.path, mode="move", version_bound=self.versions.bound
+                    self.store,
+                    shard.path,
+                    mode="move",
+                    version_bound=self.versions.bound,
+                    without_images=not self.config.keep_screenshots,  # not even read: most of a shard's bytes
                 )
                 if bad is not None and bad.transient:
                     self.catalog.forget(shard.path)  # not marked: a later scan lists it again (or no longer)
@@ -213,12 +217,6 @@ class Replay:
         tables = [conform(table) for _, table in batch]  # one column order, so that they concatenate
         all_episodes = sum(len(pc.unique(t.column("episode_id"))) for t in tables)
         table = pa.concat_tables(tables)
-        if not self.config.keep_screenshots:
-            table = table.set_column(
-                table.schema.get_field_index("screenshot_png"),
-                "screenshot_png",
-                pa.nulls(table.num_rows, pa.binary()),
-            )
         rows = [t.num_rows for t in tables]
         table = table.append_column("__row", pa.array(np.arange(table.num_rows))).append_column(
             "__shard", pa.array(np.repeat(np.arange(len(tables)), rows))
