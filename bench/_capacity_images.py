@@ -55,7 +55,8 @@ def real_screens(count: int, seed: int) -> list[bytes]:
 
 
 def write_image_shards(store: Any, shards: int, screens: list[bytes], seed: int, collector: str) -> int:
-    """`shards` shards of 16 synthetic episodes, each step with one of `screens`; returns steps."""
+    """`shards` shards of 16 synthetic episodes, each step with one of `screens` (none if empty);
+    returns the steps written."""
     from storage.shards import ShardWriter, ShardWriterConfig
     from storage.synthetic import synthetic_episode
 
@@ -65,9 +66,13 @@ def write_image_shards(store: Any, shards: int, screens: list[bytes], seed: int,
     with ShardWriter(store, config) as writer:
         for _ in range(shards * 16):
             episode = synthetic_episode(rng)
-            picks = [screens[int(i)] for i in rng.integers(len(screens), size=episode.num_rows)]
-            index = episode.schema.get_field_index("screenshot_png")
-            writer.add_episode(episode.set_column(index, "screenshot_png", pa.array(picks, pa.binary())))
+            picks = [
+                screens[int(i)] for i in rng.integers(max(1, len(screens)), size=episode.num_rows) if screens
+            ]
+            if screens:  # otherwise the same episodes without images, for the comparison
+                index = episode.schema.get_field_index("screenshot_png")
+                episode = episode.set_column(index, "screenshot_png", pa.array(picks, pa.binary()))
+            writer.add_episode(episode)
             steps += episode.num_rows
     return steps
 
@@ -148,8 +153,10 @@ def measure_images(bucket: str, counter: S3Counter, shards: int, seed: int) -> d
     store_uri = f"s3://{bucket}/images"
     counter.phase = "images_write"
     steps = write_image_shards(open_store(store_uri), shards, screens, seed, collector=f"images{seed}")
-    written = counter.phase_totals("images_write")
-    uploaded = sum(t["bytes_in"] for t in written.values())
+    uploaded = sum(t["bytes_in"] for t in counter.phase_totals("images_write").values())
+    counter.phase = "images_write_none"  # the same episodes (same seed), no screenshots
+    write_image_shards(open_store(f"s3://{bucket}/no-images"), shards, [], seed, collector=f"images{seed}")
+    plain = sum(t["bytes_in"] for t in counter.phase_totals("images_write_none").values())
     return {
         "screen_png_bytes": {
             "p50": int(np.median([len(s) for s in screens])),
@@ -159,6 +166,7 @@ def measure_images(bucket: str, counter: S3Counter, shards: int, seed: int) -> d
         "shards": shards,
         "steps": steps,
         "shard_bytes_per_step": round(uploaded / max(1, steps)),
+        "shard_bytes_per_step_without_screenshots": round(plain / max(1, steps)),
         "ingest": [measure_image_ingest(store_uri, counter, keep) for keep in (False, True)],
         "sql": measure_sql_reads(store_uri, counter),
     }

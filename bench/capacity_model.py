@@ -188,13 +188,36 @@ def main() -> None:
         "limits": rows,
         "breaks_first": first,
     }
+    document["table"] = markdown(rows, args.emulators)
     path = write_result(args.out, document)
-    for row in rows:
-        load = ", ".join(f"{n}: {v:.2f}" for n, v in row["load"].items())
-        print(
-            f"{row['resource']:<55} breaks at {row['breaks_at_emulators']:>12,.0f}  load {load}  {row['source']}"
-        )
+    print(document["table"])
     print(f"breaks first: {first}; wrote {path}")
+
+
+def breaks_at(row: dict) -> str:
+    if row["breaks_at_emulators"] == float("inf"):
+        return "never"
+    return f"{row['breaks_at_emulators']:,.0f}" + ("" if row["central"] else " per process or machine")
+
+
+def markdown(rows: list[dict], emulators: list[int]) -> str:
+    """The ranked limits as the docs' table."""
+    head = ["#", "limit", "demand per emulator", "capacity", "breaks at (emulators)"]
+    head += [f"load at {n:,}" for n in emulators] + ["measured or estimated", "basis"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for i, r in enumerate(rows, 1):
+        cells = [
+            str(i) if r["central"] else "per machine",
+            r["resource"],
+            f"{r['demand_per_emulator']:.3g} {r['unit']}",
+            f"{r['capacity']:,.4g} {r['unit']}",
+            breaks_at(r),
+            *(f"{r['load'][str(n)]:.2f}" if r["central"] else "scales out" for n in emulators),
+            f"demand {r['demand_source']}, capacity {r['capacity_source']}",
+            r["basis"],
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
