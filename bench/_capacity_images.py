@@ -60,16 +60,14 @@ def write_image_shards(store: Any, shards: int, screens: list[bytes], seed: int,
     from storage.shards import ShardWriter, ShardWriterConfig
     from storage.synthetic import synthetic_episode
 
-    rng = np.random.default_rng(seed)
+    rng, pick_rng = np.random.default_rng(seed), np.random.default_rng(seed + 1)  # episodes alike either way
     config = ShardWriterConfig(pool="pool_a", collector_id=collector, flush_episodes=16, flush_seconds=0)
     steps = 0
     with ShardWriter(store, config) as writer:
         for _ in range(shards * 16):
             episode = synthetic_episode(rng)
-            picks = [
-                screens[int(i)] for i in rng.integers(max(1, len(screens)), size=episode.num_rows) if screens
-            ]
             if screens:  # otherwise the same episodes without images, for the comparison
+                picks = [screens[int(i)] for i in pick_rng.integers(len(screens), size=episode.num_rows)]
                 index = episode.schema.get_field_index("screenshot_png")
                 episode = episode.set_column(index, "screenshot_png", pa.array(picks, pa.binary()))
             writer.add_episode(episode)
