@@ -160,11 +160,12 @@ def unreadable_reason(store: Store, path: str) -> str | None:
     return None
 
 
-def _open(store: Store, path: str):
+def _open(store: Store, path: str, *, ranged: bool = False):
     """Open a shard for reading; a local path is opened non-blocking and checked to be a regular
-    file before anything reads it (it may have been swapped for a FIFO since it was listed)."""
+    file before anything reads it (it may have been swapped for a FIFO since it was listed).
+    `ranged`: on S3, fetch only the byte ranges read (some columns), not the whole file at once."""
     if not store.is_local:
-        return store.fs.open(path, "rb")
+        return (store.ranged_fs if ranged else store.fs).open(path, "rb")
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
@@ -209,14 +210,15 @@ def read_shard(
     `without_images`: `screenshot_png` is never read (its pages are most of a shard's bytes when
     collectors store screenshots) and comes back null; everything else is validated as usual."""
     source = store.url(path)
-    with _open(store, path) as fh:
+    with _open(store, path, ranged=without_images) as fh:
         # Strings stay dictionary-encoded until measured: 100k rows repeating one 20 KB value are
         # 100k indices and one value, not 2 GB.
         footer = pq.ParquetFile(fh)
         check_schema_version(footer.schema_arrow.metadata, source=source)
         check_footer_sizes(footer.metadata, source)
         strings = [name for name in VARIABLE_WIDTH_COLUMNS if name in footer.schema_arrow.names]
-        parquet = pq.ParquetFile(fh, metadata=footer.metadata, read_dictionary=strings)
+        # pre_buffer: the columns read come in a few coalesced ranges, not one request per column.
+        parquet = pq.ParquetFile(fh, metadata=footer.metadata, read_dictionary=strings, pre_buffer=True)
         if without_images and columns is None:
             validate_schema(footer.schema_arrow, source=source)  # the one column not read is checked too
             table = _with_null_images(parquet.read(columns=[n for n in COLUMN_NAMES if n != IMAGE_COLUMN]))

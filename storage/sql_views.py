@@ -225,7 +225,7 @@ def open_sql(
         limits.apply(con)
         shards, bad, hosts = _valid_shards(store, warn)
         if not store.is_local:
-            con.register_filesystem(store.fs)
+            con.register_filesystem(store.ranged_fs)  # byte ranges: a query reads only its columns
         _create_views(con, store, shards, hosts)
         lock_down(con, store.url(store.trajectories))
     except BaseException:

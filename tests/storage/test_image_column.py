@@ -72,7 +72,7 @@ def test_the_replay_reads_the_image_column_only_when_it_keeps_screenshots(
     store, image_bytes = image_store
     counted = [0]
     real_open = catalog._open
-    monkeypatch.setattr(catalog, "_open", lambda s, p: _CountingFile(real_open(s, p), counted))
+    monkeypatch.setattr(catalog, "_open", lambda s, p, **kw: _CountingFile(real_open(s, p, **kw), counted))
     replay = Replay(store, ReplaySettings(min_size_steps=1, samples_per_insert=None, keep_screenshots=keep))
     try:
         report = replay.ingest()
