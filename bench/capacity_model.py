@@ -93,7 +93,8 @@ def build_limits(capacity: dict, scaling: dict, steps_per_emulator_s: float) -> 
     batch_steps = learner["sampled_steps"] / max(1, learner["updates"])
     shard_bytes = images.get("shard_bytes_per_step") or collectors["s3_bytes_in_per_step"]
     version = capacity["lora_adapter"]["bytes"]
-    cpu_s = max(c["worker_cpu_ms_per_step"] for c in scaling["configs"]) / 1000
+    # CPU per step at the largest configuration: one collector alone carries a process's fixed costs.
+    cpu_s = max(scaling["configs"], key=lambda c: c["collectors"])["worker_cpu_ms_per_step"] / 1000
     return [
         Limit(
             "learner: replay sampling", "sampled steps/s", step,
@@ -102,10 +103,16 @@ def build_limits(capacity: dict, scaling: dict, steps_per_emulator_s: float) -> 
             "(scaling.json learner_side); demand: each collected step sampled once",
         ),
         Limit(
-            "learner: sample + update (one learner)", "sampled steps/s", step, learner["sampled_steps_per_s"],
-            "estimated", "measured",
-            basis=f"{learner['sampled_steps_per_s']} sampled steps/s, {learner['update_ms_per_update']} ms an "
-            "update of the tiny policy on 1 CPU thread (scaling.json learner_side); demand: each step sampled once",
+            "learner: update (Learner.update + write-back)", "sampled steps/s", step,
+            batch_steps / (learner["update_ms_per_update"] / 1000), "estimated", "measured",
+            basis=f"{learner['update_ms_per_update']} ms an update of 16 trajectories, tiny policy, 1 CPU "
+            "thread (scaling.json learner_side); demand: each collected step trained on once",
+        ),
+        Limit(
+            "learner: sample then update, one thread (one learner)", "sampled steps/s", step,
+            learner["sampled_steps_per_s"], "estimated", "measured",
+            basis=f"{learner['sampled_steps_per_s']} sampled steps/s measured (scaling.json learner_side; the "
+            "learner's prefetch thread overlaps the two, so the update alone is the better bound)",
         ),
         Limit(
             "learner ingest, screenshot shards from S3", "steps/s", step, ingest_s3["steps_per_s"],
@@ -136,7 +143,7 @@ def build_limits(capacity: dict, scaling: dict, steps_per_emulator_s: float) -> 
         ),
         Limit(
             f"registry downloads ({LORA_NOTE})", "bytes/s", version / EMULATORS_PER_MACHINE / PUBLISH_EVERY_S,
-            MLFLOW_PROXY_BYTES_PER_S, "measured", "estimated",
+            MLFLOW_PROXY_BYTES_PER_S, "estimated", "estimated",
             basis=f"{version} bytes a version (capacity.json lora_adapter), one download per machine of "
             f"{EMULATORS_PER_MACHINE} emulators per {PUBLISH_EVERY_S:.0f} s publish; one proxying MLflow server",
         ),
@@ -147,14 +154,11 @@ def build_limits(capacity: dict, scaling: dict, steps_per_emulator_s: float) -> 
             basis="capacity.json collectors + a get_model_version per collector per publish",
         ),
         Limit(
-            "Prefect API on SQLite (task runs)", "task runs/s", 3.7 / per_collector_min,
-            PREFECT_SQLITE_TASK_RUNS_PER_S, "measured", "estimated",
-            basis="3.7 task runs per collector-minute (docs: the distributed stack on one machine)",
-        ),
-        Limit(
             "Prefect API on PostgreSQL (task runs)", "task runs/s", 3.7 / per_collector_min,
             PREFECT_POSTGRES_TASK_RUNS_PER_S, "measured", "estimated",
-            basis="as above; `distrl up --database postgres`",
+            basis="3.7 task runs per collector-minute (docs: the distributed stack on one machine); "
+            f"`distrl up --database postgres`. On SQLite (~{PREFECT_SQLITE_TASK_RUNS_PER_S:.0f}/s) it breaks at "
+            f"~{PREFECT_SQLITE_TASK_RUNS_PER_S / (3.7 / per_collector_min):.0f} emulators",
         ),
         Limit(
             "collector CPU, per worker process (one GIL)", "CPU s/s", step * cpu_s, 1.0, "measured", "measured",
