@@ -69,9 +69,9 @@ class Store:
 
     @cached_property
     def ranged_fs(self) -> fsspec.AbstractFileSystem:
-        """`fs` for readers that fetch some columns of a shard (`distrl sql`, a replay without
-        screenshots): an S3 read fetches the byte range asked for, where s3fs's default read-ahead
-        fetches up to 50 MB, a whole shard and its screenshots, on the first read."""
+        """`fs` for readers that fetch some columns of a shard (a replay without screenshots): an S3
+        read fetches the byte range asked for, where s3fs's default read-ahead fetches up to 50 MB,
+        a whole shard and its screenshots, on the first read."""
         if self.protocol == "file":
             return self.fs
         client_kwargs = {"endpoint_url": self.endpoint_url} if self.endpoint_url else {}
