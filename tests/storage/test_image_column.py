@@ -135,3 +135,19 @@ def test_sql_scans_the_image_column_only_for_queries_that_ask_for_it(
         assert (IMAGE_COLUMN in scanned) is reads_image
     finally:
         session.close()
+
+
+def test_a_replay_without_screenshots_ingests_from_s3_through_byte_ranges(s3_store: Store) -> None:
+    image_bytes = _write_image_shards(s3_store)
+    replay = Replay(
+        s3_store, ReplaySettings(min_size_steps=1, samples_per_insert=None, keep_screenshots=False)
+    )
+    try:
+        report = replay.ingest()
+        assert report.shards == 2 and report.episodes == 8 and report.quarantined == 0
+        assert replay.con.execute(f"SELECT count({IMAGE_COLUMN}) FROM steps").fetchall()[0][0] == 0
+        batch = replay.sample(4, seed=1)
+        assert batch.steps.num_rows > 0
+    finally:
+        replay.close()
+    assert image_bytes > 0
