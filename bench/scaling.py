@@ -16,8 +16,14 @@ inside it are read back from the shards.
   the luck of the latency draws taken out (heavy tails make a 1-collector window noisy).
 - `cpu`: cores used by the workers and by the Prefect server during the window.
 
+- Collectors store screenshots (`--no-screenshots` to leave them out); the N=1 baseline runs
+  `--baseline-repeats` windows, and `vs linear (steps)` comes with the range its 95 % interval gives.
+- After the configurations (`--learner-seconds` > 0): bytes per step of the shards written, and the
+  learner over them, keeping screenshots and not (`bench._scaling_learner`): ingest rate, replay
+  memory, sampled steps per second.
+
     .venv/bin/python -m bench.scaling [--collectors 1 8 32 64 128] [--processes 2] [--seconds 90]
-        [--step-latency 5.0] [--out bench/results/scaling.json]
+        [--step-latency 5.0] [--baseline-repeats 3] [--learner-seconds 60] [--out scaling]
 """
 
 from __future__ import annotations
