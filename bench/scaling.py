@@ -249,7 +249,8 @@ def main() -> None:
     server, server_pid = start_prefect_server()
     try:
         version = publish_warm_start(args.warm_start_updates, args.seed)
-        configs, baselines = [], []
+        configs: list[dict] = []
+        baselines: list[dict] = []
         for n in args.collectors:
             for repeat in range(args.baseline_repeats if n == 1 else 1):
                 result = run_config(n, args, root, server_pid, repeat)
