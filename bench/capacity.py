@@ -14,9 +14,13 @@ table of what breaks first at 1,000 and 10,000 emulators):
   machines) cost the registry and the bucket to fetch it once each; then a cached fetch.
 - `ingest`: the learner's `Replay.ingest` over shards of 16 collector-sized episodes, from a local
   folder and from S3 (requests per shard).
+- `images`: trajectories at their real size (a SimDroid PNG per step): shard bytes per step, ingest
+  from S3 keeping screenshots and not, the replay's memory, and bytes `distrl sql` downloads per
+  query (bench/_capacity_images.py).
 - `replay`: sample (16 and 256 trajectories, with their steps) and priority write-back (256)
   latency at `--replay-sizes` steps of synthetic data.
-The last two are measured by bench/_capacity_replay.py.
+`ingest` and `replay` are measured by bench/_capacity_replay.py. `--screenshots` (default on)
+turns `CollectorParams.screenshots` on for the `collectors` part.
 
     .venv/bin/python -m bench.capacity [--collectors 2] [--seconds 120] [--step-latency 2.0]
 """
@@ -34,6 +38,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from bench._capacity_images import measure_images
 from bench._capacity_replay import measure_ingest, measure_replay
 from bench._common import (
     RESULTS,
@@ -100,6 +105,7 @@ def collector_loop(i: int, args: argparse.Namespace, root: Path, stop: threading
         family="general",
         step_latency_s=args.step_latency,
         task_latency_sigma=args.task_sigma,
+        screenshots=args.screenshots,
         seed=args.seed * 1000 + i,
     )
     session = open_collector(params)
@@ -173,6 +179,8 @@ def measure_collectors(args: argparse.Namespace, root: Path, counter: S3Counter)
         "s3_per_min_per_collector": {k: {m: round(v / per, 2) for m, v in t.items()} for k, t in s3.items()},
         "s3_requests_per_min_per_collector": round(sum(t["requests"] for t in s3.values()) / per, 2),
         "s3_bytes_in_per_step": round(sum(t["bytes_in"] for t in s3.values()) / max(1, steps)),
+        "s3_bytes_in_per_s_per_collector": round(sum(t["bytes_in"] for t in s3.values()) / (per * 60), 1),
+        "screenshots": args.screenshots,
         "s3_put_prefixes": counter.phase_prefixes("collectors"),
         "mlflow_calls_per_min_per_collector": {k: round(v / per, 2) for k, v in sorted(calls.items())},
         "mlflow_calls_total_per_min_per_collector": round(sum(calls.values()) / per, 2),
@@ -247,7 +255,7 @@ def measure_lora_adapter(workdir: Path) -> dict:
     }
 
 
-PARTS = ("collectors", "registry", "ingest", "lora", "replay")
+PARTS = ("collectors", "registry", "ingest", "images", "lora", "replay")
 
 
 def setup_s3(endpoint: str, counter: S3Counter, root: Path, args: argparse.Namespace) -> int:
@@ -273,6 +281,15 @@ def main() -> None:
     parser.add_argument("--task-sigma", type=float, default=0.0)
     parser.add_argument("--fetchers", type=int, default=8, help="fresh caches fetching one version")
     parser.add_argument("--ingest-shards", type=int, default=200, help="shards of 16 episodes to ingest")
+    parser.add_argument(
+        "--screenshots",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="collectors store a PNG per step (CollectorParams.screenshots)",
+    )
+    parser.add_argument(
+        "--image-shards", type=int, default=50, help="screenshot-bearing shards (images part)"
+    )
     parser.add_argument("--replay-sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--warm-start-updates", type=int, default=20)
@@ -296,7 +313,7 @@ def main() -> None:
     document["benchmark"] = "capacity"
     document.setdefault("settings", {}).update({part: vars(args) for part in args.parts})
     document.setdefault("machine_per_part", {}).update({part: machine() for part in args.parts})
-    if {"collectors", "registry", "ingest"} & set(args.parts):
+    if {"collectors", "registry", "ingest", "images"} & set(args.parts):
         with counting_s3() as (endpoint, counter):
             version = setup_s3(endpoint, counter, root, args)
             document["publish_s3"] = counter.phase_totals("publish")
@@ -312,6 +329,9 @@ def main() -> None:
                     measure_ingest(f"s3://{BUCKET}/ingest", args.ingest_shards // 4, counter, args.seed + 1),
                 ]
                 print(json.dumps(document["ingest"]), flush=True)
+            if "images" in args.parts:
+                document["images"] = measure_images(BUCKET, counter, args.image_shards, args.seed + 2)
+                print(json.dumps(document["images"]), flush=True)
     if "lora" in args.parts:
         document["lora_adapter"] = measure_lora_adapter(root / "lora")
         print(json.dumps(document["lora_adapter"]), flush=True)

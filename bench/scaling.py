@@ -16,8 +16,14 @@ inside it are read back from the shards.
   the luck of the latency draws taken out (heavy tails make a 1-collector window noisy).
 - `cpu`: cores used by the workers and by the Prefect server during the window.
 
+- Collectors store screenshots (`--no-screenshots` to leave them out); the N=1 baseline runs
+  `--baseline-repeats` windows, and `vs linear (steps)` comes with the range its 95 % interval gives.
+- After the configurations (`--learner-seconds` > 0): bytes per step of the shards written, and the
+  learner over them, keeping screenshots and not (`bench._scaling_learner`): ingest rate, replay
+  memory, sampled steps per second.
+
     .venv/bin/python -m bench.scaling [--collectors 1 8 32 64 128] [--processes 2] [--seconds 90]
-        [--step-latency 5.0] [--out bench/results/scaling.json]
+        [--step-latency 5.0] [--baseline-repeats 3] [--learner-seconds 60] [--out scaling]
 """
 
 from __future__ import annotations
@@ -68,10 +74,10 @@ def shares(n: int, processes: int) -> list[int]:
 class Workers:
     """The worker processes of one configuration and their status files."""
 
-    def __init__(self, n: int, args: argparse.Namespace, root: Path) -> None:
+    def __init__(self, n: int, args: argparse.Namespace, root: Path, repeat: int = 0) -> None:
         from flows.child_process import die_with_parent
 
-        self.folder = root / "workers" / f"n{n}"
+        self.folder = root / "workers" / (f"n{n}" if not repeat else f"n{n}_r{repeat}")
         self.folder.mkdir(parents=True, exist_ok=True)
         self.stop_file = self.folder / "stop"
         self.profile_file = self.folder / "profile"
@@ -83,7 +89,8 @@ class Workers:
             argv = [sys.executable, "-m", "bench.scaling_worker", "--root", str(root)]
             argv += ["--config", str(n), "--first", str(first), "--count", str(count)]
             argv += ["--step-latency", str(args.step_latency), "--task-sigma", str(args.task_sigma)]
-            argv += ["--seed", str(args.seed), "--status", str(self.status_files[w])]
+            argv += ["--seed", str(args.seed + 100 * repeat), "--status", str(self.status_files[w])]
+            argv += ["--screenshots"] if args.screenshots else []
             argv += ["--stop", str(self.stop_file), "--profile", str(self.profile_file)]
             with open(self.folder / f"w{w}.log", "wb") as log:
                 self.procs.append(
@@ -122,9 +129,9 @@ def cpu_seconds(pid: int) -> float:
     return sum(t.user + t.system for t in times)
 
 
-def run_config(n: int, args: argparse.Namespace, root: Path, server_pid: int | None) -> dict:
+def run_config(n: int, args: argparse.Namespace, root: Path, server_pid: int | None, repeat: int = 0) -> dict:
     seconds = args.baseline_seconds if n == 1 else args.seconds
-    workers = Workers(n, args, root)
+    workers = Workers(n, args, root, repeat)
     opening = time.monotonic()
     try:
         while (
@@ -160,6 +167,7 @@ def run_config(n: int, args: argparse.Namespace, root: Path, server_pid: int | N
     )
     return {
         "collectors": n,
+        "repeat": repeat,
         "processes": len(workers.counts),
         "collectors_per_process": workers.counts,
         "window_s": round(window, 2),
@@ -214,6 +222,21 @@ def main() -> None:
     parser.add_argument(
         "--open-timeout", type=float, default=400.0, help="seconds for all collectors to open"
     )
+    parser.add_argument(
+        "--baseline-repeats", type=int, default=3, help="windows at N=1, for the baseline's own 95%% interval"
+    )
+    parser.add_argument(
+        "--screenshots",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="collectors store a PNG per step (CollectorParams.screenshots)",
+    )
+    parser.add_argument(
+        "--learner-seconds",
+        type=float,
+        default=60.0,
+        help="learner loop over the shards afterwards (0: none)",
+    )
     parser.add_argument("--warm-start-updates", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--root", default=".distrl/bench/scaling")
@@ -225,20 +248,31 @@ def main() -> None:
     before = machine()
     server, server_pid = start_prefect_server()
     try:
-        publish_warm_start(args.warm_start_updates, args.seed)
-        configs = []
+        version = publish_warm_start(args.warm_start_updates, args.seed)
+        configs: list[dict] = []
+        baselines: list[dict] = []
         for n in args.collectors:
-            configs.append(run_config(n, args, root, server_pid))
-            print(json.dumps(configs[-1]), flush=True)
+            for repeat in range(args.baseline_repeats if n == 1 else 1):
+                result = run_config(n, args, root, server_pid, repeat)
+                print(json.dumps(result), flush=True)
+                (baselines if n == 1 else configs).append(result)
     finally:
         server.stop()  # type: ignore[attr-defined]
-    base = next((c for c in configs if c["collectors"] == 1), configs[0])
+    base = baseline(baselines) if baselines else configs[0]
+    configs = ([base] if baselines else []) + configs
     for c in configs:
         scale = c["collectors"] / base["collectors"]
         c["vs_linear_episodes"] = c["episodes_per_min"] / (scale * base["episodes_per_min"])
         c["vs_linear_steps"] = c["steps_per_s"] / (scale * base["steps_per_s"])
+        if base.get("steps_per_s_ci95"):
+            # Against the baseline's interval: the ratio's range if the true 1-collector rate lies in
+            # it (no upper end when the interval reaches 0).
+            lo, hi = base["steps_per_s_ci95"]
+            upper = c["steps_per_s"] / (scale * lo) if lo > 0 else None
+            c["vs_linear_steps_ci95"] = [c["steps_per_s"] / (scale * hi), upper]
         c["emulator_share_vs_1"] = c["emulator_share"] / base["emulator_share"]
     last = configs[-1]
+    learner_side = learner_part(args, root, version)
     document = {
         "benchmark": "scaling",
         "machine": before,
@@ -246,6 +280,8 @@ def main() -> None:
         "settings": vars(args) | {"envs_per_collector": 1, "episodes_per_batch": 1, "learner": False},
         "latency_model": LATENCY_MODEL,
         "configs": configs,
+        "baseline_windows": baselines,
+        **learner_side,
         "targets": {
             f"vs_linear_episodes at {last['collectors']} >= 0.9": last["vs_linear_episodes"] >= 0.9,
             f"vs_linear_steps at {last['collectors']} >= 0.9": last["vs_linear_steps"] >= 0.9,
@@ -261,6 +297,7 @@ def main() -> None:
             "vs linear",
             "steps/s",
             "vs linear (steps)",
+            "95% (baseline's interval)",
             "emulator share vs 1",
             "worker CPU (cores)",
             "Prefect server CPU",
@@ -274,6 +311,8 @@ def main() -> None:
                 f"{c['vs_linear_episodes']:.0%}",
                 f"{c['steps_per_s']:.2f}",
                 f"{c['vs_linear_steps']:.0%}",
+                "–".join("∞" if x is None else f"{x:.0%}" for x in c.get("vs_linear_steps_ci95") or [])
+                or "—",
                 f"{c['emulator_share_vs_1']:.0%}",
                 f"{c['worker_cpu_cores']:.2f}",
                 f"{c['prefect_server_cpu_cores']:.2f}",
@@ -286,6 +325,43 @@ def main() -> None:
     plot(document, path.with_suffix(".png"))
     print(json.dumps({k: v for k, v in document.items() if k != "table"}, indent=2, default=str))
     print(f"wrote {path} and {path.with_suffix('.png')}")
+
+
+def baseline(windows: list[dict]) -> dict:
+    """The 1-collector configuration as the mean of its windows, with its 95 % t-interval."""
+    from bench._stats import t_interval
+
+    steps = t_interval([w["steps_per_s"] for w in windows])
+    merged = dict(windows[0])
+    for key in (
+        "steps_per_s",
+        "episodes_per_min",
+        "emulator_share",
+        "worker_cpu_cores",
+        "worker_cpu_ms_per_step",
+    ):
+        merged[key] = sum(w[key] for w in windows) / len(windows)
+    merged |= {"repeat": "mean", "windows": len(windows), "steps": sum(w["steps"] for w in windows)}
+    merged["steps_per_s_ci95"] = steps["ci95"]
+    merged["steps_per_s_each"] = [w["steps_per_s"] for w in windows]
+    return merged
+
+
+def learner_part(args: argparse.Namespace, root: Path, version: int) -> dict:
+    """Shard bytes of what the collectors wrote, and the learner over it (`bench._scaling_learner`)."""
+    from bench._scaling_learner import measure_learner, shard_bytes
+    from storage.registry import PolicyRegistry
+
+    store_uri = str(root / "store")
+    found: dict = {"shards": shard_bytes(store_uri)}
+    if args.learner_seconds > 0:
+        policy = PolicyRegistry().fetch(version).path
+        found["learner_side"] = [
+            measure_learner(store_uri, policy, args.learner_seconds, keep, args.seed)
+            for keep in (False, True)
+        ]
+        print(json.dumps(found), flush=True)
+    return found
 
 
 def plot(document: dict, path: Path) -> None:

@@ -39,6 +39,7 @@ def main() -> None:
     parser.add_argument("--step-latency", type=float, required=True)
     parser.add_argument("--task-sigma", type=float, required=True)
     parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--screenshots", action="store_true", help="store a PNG per step in the shards")
     parser.add_argument("--status", required=True)
     parser.add_argument("--stop", required=True)
     parser.add_argument(
@@ -72,6 +73,7 @@ def main() -> None:
                     flush_seconds=10,
                     step_latency_s=args.step_latency,
                     task_latency_sigma=args.task_sigma,
+                    screenshots=args.screenshots,
                     # Episode ids derive from the seed: distinct per configuration in the one store.
                     seed=args.seed * 1_000_000 + n * 1000 + i,
                 ),

@@ -28,8 +28,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage.schema import (
+    COLUMN_NAMES,
+    IMAGE_COLUMN,
     MAX_SHARD_BYTES,
     MAX_SHARD_ROWS,
+    STEP_SCHEMA,
     VARIABLE_WIDTH_COLUMNS,
     SchemaError,
     check_schema_version,
@@ -157,11 +160,12 @@ def unreadable_reason(store: Store, path: str) -> str | None:
     return None
 
 
-def _open(store: Store, path: str):
+def _open(store: Store, path: str, *, ranged: bool = False):
     """Open a shard for reading; a local path is opened non-blocking and checked to be a regular
-    file before anything reads it (it may have been swapped for a FIFO since it was listed)."""
+    file before anything reads it (it may have been swapped for a FIFO since it was listed).
+    `ranged`: on S3, fetch only the byte ranges read (some columns), not the whole file at once."""
     if not store.is_local:
-        return store.fs.open(path, "rb")
+        return (store.ranged_fs if ranged else store.fs).open(path, "rb")
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
@@ -198,26 +202,40 @@ def read_shard(
     columns: Iterable[str] | None = None,
     *,
     version_bound: VersionBound | None = None,
+    without_images: bool = False,
 ) -> pa.Table:
     """Read and validate one shard: schema, sizes (measured before strings are decoded), value
     ranges and episode structure (`storage.schema`); raises `SchemaError` or `OSError`/`ArrowInvalid`
-    if it is unusable. `version_bound` adds the registry's newest version as a bound."""
+    if it is unusable. `version_bound` adds the registry's newest version as a bound.
+    `without_images`: `screenshot_png` is never read (its pages are most of a shard's bytes when
+    collectors store screenshots) and comes back null; everything else is validated as usual."""
     source = store.url(path)
-    with _open(store, path) as fh:
+    with _open(store, path, ranged=without_images) as fh:
         # Strings stay dictionary-encoded until measured: 100k rows repeating one 20 KB value are
         # 100k indices and one value, not 2 GB.
         footer = pq.ParquetFile(fh)
         check_schema_version(footer.schema_arrow.metadata, source=source)
         check_footer_sizes(footer.metadata, source)
         strings = [name for name in VARIABLE_WIDTH_COLUMNS if name in footer.schema_arrow.names]
-        parquet = pq.ParquetFile(fh, metadata=footer.metadata, read_dictionary=strings)
-        table = parquet.read(columns=list(columns) if columns is not None else None)
+        # pre_buffer: the columns read come in a few coalesced ranges, not one request per column.
+        parquet = pq.ParquetFile(fh, metadata=footer.metadata, read_dictionary=strings, pre_buffer=True)
+        if without_images and columns is None:
+            validate_schema(footer.schema_arrow, source=source)  # the one column not read is checked too
+            table = _with_null_images(parquet.read(columns=[n for n in COLUMN_NAMES if n != IMAGE_COLUMN]))
+        else:
+            table = parquet.read(columns=list(columns) if columns is not None else None)
     validate_sizes(table, source=source)
     table = decode_dictionaries(table)
     if columns is None:
         validate_table(table, source=source)
         validate_ranges(table, source=source, version_bound=version_bound)
     return table
+
+
+def _with_null_images(table: pa.Table) -> pa.Table:
+    """`table` with a null `screenshot_png` in the schema's place."""
+    nulls = pa.nulls(table.num_rows, STEP_SCHEMA.field(IMAGE_COLUMN).type)
+    return table.add_column(COLUMN_NAMES.index(IMAGE_COLUMN), IMAGE_COLUMN, nulls)
 
 
 def check_footer(store: Store, path: str) -> pa.Schema:
@@ -273,13 +291,16 @@ def try_read_shard(
     columns: Iterable[str] | None = None,
     *,
     version_bound: VersionBound | None = None,
+    without_images: bool = False,
 ) -> tuple[pa.Table | None, BadShard | None]:
     """Read a shard, or quarantine (or skip) it and return why; never raises for a bad file."""
     unreadable = unreadable_reason(store, path)
     if unreadable is not None:
         return None, skip(store, path, unreadable, mode)
     try:
-        return read_shard(store, path, columns, version_bound=version_bound), None
+        return read_shard(
+            store, path, columns, version_bound=version_bound, without_images=without_images
+        ), None
     except FileNotFoundError:
         return None, BadShard(
             path=path, reason="vanished before it could be read", moved_to=None, transient=True

@@ -156,7 +156,11 @@ class Replay:
             batch: list[tuple[str, pa.Table]] = []
             for shard in self.catalog.scan()[:max_shards]:
                 table, bad = try_read_shard(
-                    self.store, shard.path, mode="move", version_bound=self.versions.bound
+                    self.store,
+                    shard.path,
+                    mode="move",
+                    version_bound=self.versions.bound,
+                    without_images=not self.config.keep_screenshots,  # not even read: most of a shard's bytes
                 )
                 if bad is not None and bad.transient:
                     self.catalog.forget(shard.path)  # not marked: a later scan lists it again (or no longer)

@@ -103,6 +103,9 @@ STEP_SCHEMA = pa.schema(
     metadata={SCHEMA_VERSION_KEY: SCHEMA_VERSION.encode()},
 )
 COLUMN_NAMES: tuple[str, ...] = tuple(STEP_SCHEMA.names)
+IMAGE_COLUMN = "screenshot_png"
+"""The one column that is large when collectors store screenshots (kilobytes a step, the rest ~130
+bytes): readers that do not use it leave it unread (`storage.catalog.read_shard(without_images=True)`)."""
 
 
 class SchemaError(ValueError):

@@ -225,6 +225,9 @@ def open_sql(
         limits.apply(con)
         shards, bad, hosts = _valid_shards(store, warn)
         if not store.is_local:
+            # Whole files (s3fs's read-ahead): byte ranges (`Store.ranged_fs`) downloaded no less
+            # through DuckDB and made queries 10x slower (docs/performance.md, "Trajectories at
+            # their real size").
             con.register_filesystem(store.fs)
         _create_views(con, store, shards, hosts)
         lock_down(con, store.url(store.trajectories))

@@ -67,6 +67,18 @@ class Store:
         # skip_instance_cache: a cached instance would outlive a test's moto server or a changed endpoint.
         return fsspec.filesystem("s3", client_kwargs=client_kwargs, skip_instance_cache=True)
 
+    @cached_property
+    def ranged_fs(self) -> fsspec.AbstractFileSystem:
+        """`fs` for readers that fetch some columns of a shard (a replay without screenshots): an S3
+        read fetches the byte range asked for, where s3fs's default read-ahead fetches up to 50 MB,
+        a whole shard and its screenshots, on the first read."""
+        if self.protocol == "file":
+            return self.fs
+        client_kwargs = {"endpoint_url": self.endpoint_url} if self.endpoint_url else {}
+        return fsspec.filesystem(
+            "s3", client_kwargs=client_kwargs, skip_instance_cache=True, default_cache_type="none"
+        )
+
     @property
     def is_local(self) -> bool:
         return self.protocol == "file"

@@ -131,6 +131,11 @@ class CollectorParams(BaseModel):
         description="SimDroid only: each episode scales the step latency by a lognormal factor of this shape "
         "(emulator task durations vary ~100x; 1.0 spans 100x between the 1st and 99th percentiles); 0 = none.",
     )
+    screenshots: bool = Field(
+        False,
+        description="Store each step's PNG screenshot in the shards (`screenshot_png`), as a vision policy "
+        "needs: ~100x larger shards (SimDroid and ADB environments alike).",
+    )
     seed: int = Field(0, ge=0, le=MAX_SEED, description="Seeds task sampling and episode randomness.")
 
 
@@ -209,7 +214,13 @@ def _make_envs(params: CollectorParams, rng: random.Random) -> list[Environment]
 
 def _adb_configs(params: CollectorParams) -> list[AdbEnvConfig]:
     return [
-        adb_env_config(params.adb_host, params.adb_port, serial, fake_server=params.adb_fake_server)
+        adb_env_config(
+            params.adb_host,
+            params.adb_port,
+            serial,
+            fake_server=params.adb_fake_server,
+            screenshots=params.screenshots,
+        )
         for serial in params.serials
     ]
 
@@ -242,7 +253,9 @@ def _env_config(params: CollectorParams, seed: int, serial: str) -> SimDroidEnvC
             latency_mode="sleep",
         )
     device = SimDroidConfig(distractor_prob=0.1, faults=faults)
-    return SimDroidEnvConfig(device=device, screenshots=False, ui_xml=False, seed=seed, serial=serial)
+    return SimDroidEnvConfig(
+        device=device, screenshots=params.screenshots, ui_xml=False, seed=seed, serial=serial
+    )
 
 
 def interrupt_waits_on(session: CollectorSession, event: threading.Event) -> None:
