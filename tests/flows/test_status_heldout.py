@@ -61,7 +61,9 @@ def test_a_version_scored_while_status_reads_is_never_missing_above_the_curve(
     assert set(curve) <= set(listed), report
     assert curve, report
     for version, figure in curve.items():
-        assert listed[version] == figure, f"v{version}: {listed[version]} listed, {figure} on the curve\n{report}"
+        assert listed[version] == figure, (
+            f"v{version}: {listed[version]} listed, {figure} on the curve\n{report}"
+        )
     # What the evaluator wrote in between shows on the next report, in both places.
     monkeypatch.setattr(status, "open_sql", real_open_sql)
     listed, curve = _figures(status.status_report())
