@@ -102,7 +102,7 @@ def submit_custom_run(stack: Stack, browser: Any, shots: Path | None = None) -> 
     page.on("response", on_response)
     page.on("console", on_console)
     try:
-        page.goto(f"{stack.url('prefect')}/deployments/deployment/{deployment_id}")
+        page.goto(f"{stack.url('prefect')}/deployments/deployment/{deployment_id}", timeout=WAIT_MS)
         page.get_by_role("button", name=re.compile(r"^\s*Run\s*$")).first.click(timeout=WAIT_MS)
         page.get_by_text("Custom run", exact=True).first.click(timeout=WAIT_MS)
         page.get_by_role("button", name=re.compile(r"^\s*Submit\s*$")).first.click(timeout=WAIT_MS)

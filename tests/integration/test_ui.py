@@ -39,7 +39,11 @@ def ui_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     if CHROMIUM is None:
         pytest.skip("Chromium is not installed (`apt-get install chromium`, or `make system-deps` as root)")
     pytest.importorskip("playwright", reason="playwright is a dev extra: pip install -e '.[dev]'")
-    config = UpConfig(run_dir=tmp_path_factory.mktemp("up-ui"), project_dir=REPO, worker_query_seconds=2)
+    # No continuous evaluator: it would score the versions these tests publish (66 episodes each) and
+    # make one champion, which the curve test's 4-episode reports could not be paired with.
+    config = UpConfig(
+        run_dir=tmp_path_factory.mktemp("up-ui"), project_dir=REPO, worker_query_seconds=2, evaluator=False
+    )
     with Stack(config) as started:
         yield started
 
@@ -219,6 +223,11 @@ def test_mlflow_pages_reached_by_clicking_stay_in_the_model_training_view(ui_sta
     _assert_model_training_view(page)
 
     registry_link.first.click()
+    # A first visit of the registry opens MLflow's "new Model Registry UI" notice: closed as a person does.
+    notice = page.get_by_role("dialog")
+    notice.first.wait_for(timeout=WAIT_MS)
+    page.keyboard.press("Escape")
+    expect(notice).to_have_count(0, timeout=WAIT_MS)
     page.get_by_text(model, exact=True).first.click(timeout=WAIT_MS)
     page.get_by_text(f"Version {version}", exact=True).first.click(timeout=WAIT_MS)
     page.wait_for_url(re.compile(rf"/models/{model}/versions/{version}"), timeout=WAIT_MS)
