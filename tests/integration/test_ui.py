@@ -234,11 +234,12 @@ def test_mlflow_pages_reached_by_clicking_stay_in_the_model_training_view(ui_sta
     expect(page.get_by_text("Source Run").first).to_be_visible(timeout=WAIT_MS)
     _assert_model_training_view(page)
 
-    # Choosing the GenAI view stays a person's choice: kept on the next page load.
+    # Choosing the GenAI view stays a person's choice: kept on the next page load (no registry there).
     page.get_by_text("GenAI", exact=True).first.click()
-    expect(page.get_by_text(GENAI_ONLY[0]).first).to_be_visible(timeout=WAIT_MS)
     page.reload()
-    expect(page.get_by_text(GENAI_ONLY[0]).first).to_be_visible(timeout=WAIT_MS)
+    expect(page.get_by_text("Source Run").first).to_be_visible(timeout=WAIT_MS)
+    expect(registry_link).to_have_count(0, timeout=WAIT_MS)
+    assert page.evaluate("localStorage.getItem('mlflow.workflowType_v1')") == '"genai"'
     page.close()
 
 
