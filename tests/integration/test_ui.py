@@ -214,7 +214,7 @@ def test_mlflow_pages_reached_by_clicking_stay_in_the_model_training_view(ui_sta
         model = registry.name
 
     page = browser.new_page(viewport={"width": 1600, "height": 1000})  # a fresh profile: nothing stored
-    page.goto(ui_stack.mlflow_runs_url)
+    page.goto(ui_stack.mlflow_runs_url, timeout=WAIT_MS)
     page.get_by_text("learner-clicked", exact=True).first.click(timeout=WAIT_MS)
     page.wait_for_url(re.compile(rf"/runs/{run}"), timeout=WAIT_MS)
     assert "workflowType" not in page.url  # MLflow's own link: the view comes from the browser's choice
