@@ -93,7 +93,7 @@ def run_demo(params: TrainLocalParams | None = None, root: str = ".distrl/demo")
     }
     (root_path / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     from storage.registry import PolicyRegistry
-    from tasks.mlflow_ui import experiment_url
+    from tasks.mlflow_ui import experiment_url, local_ui_command
 
     db = f"sqlite:///{root_path / 'mlflow.db'}"
     print(f"""
@@ -101,7 +101,7 @@ Held-out success ({heldout} split): warm start {_fmt(warm)} -> final {_fmt(final
 Trained tasks ({trained}), fresh seeds: {_fmt(warm.get("in_distribution"))} -> {_fmt(final.get("in_distribution"))}
 Learning curve:   {plot}
 Shards:           {root_path / "store" / "trajectories"}
-MLflow:           {db}; `mlflow ui --backend-store-uri {db}`, then {experiment_url(db, PolicyRegistry().experiment_id())}
+MLflow:           {db}; `{local_ui_command(db)}`, then {experiment_url(db, PolicyRegistry().experiment_id())}
 SQL:              DISTRL_STORE_URI={root_path / "store"} distrl sql "SELECT policy_version, count(*), avg(success) FROM episodes GROUP BY 1 ORDER BY 1"
 """)
     return summary

@@ -149,13 +149,17 @@ def server_argv(stack: Stack, name: str, port: int) -> list[str]:
     if name == "s3":
         return [py, "-m", "moto.server", "-H", HOST, "-p", str(port)]
     if name == "mlflow":
+        from tasks import mlflow_ui_app
+
+        mlflow_ui_app.require_registered()  # its UI opens in the model-training view (tasks/mlflow_ui_app.py)
         db = (
             stack.database.url(postgres.MLFLOW_DB)
             if stack.database
             else f"sqlite:///{stack.run_dir / 'mlflow.db'}"
         )
         return [
-            *(py, "-m", "mlflow", "server", "--host", HOST, "--port", str(port), "--workers", "1"),
+            *(py, "-m", "mlflow", "server", "--app-name", mlflow_ui_app.APP_NAME),
+            *("--host", HOST, "--port", str(port), "--workers", "1"),
             *("--backend-store-uri", db),
             *("--artifacts-destination", f"s3://{stack.config.bucket}/mlflow"),
         ]

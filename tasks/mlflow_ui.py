@@ -9,8 +9,10 @@ What MLflow 3.17's UI reads (its JS bundle, not its docs):
   (`#/experiments/<id>`), so every URL the project prints or links carries
   `workflowType=machine_learning`. MLflow's own links (a run's name in the runs table, the
   sidebar) drop the parameter, and no server-side setting or tag of 3.17 changes the stored
-  choice: only the sidebar's "GenAI / Model training" switch writes it (on a page whose URL does
-  not already say which), and from then on every page of that browser stays in the classic view.
+  choice: only the sidebar's "GenAI / Model training" switch writes it, and from then on every
+  page of that browser stays in the view chosen. So the server `distrl up` starts (and
+  `mlflow ui --app-name distrl`) serves a page that stores the model-training view for a browser
+  that chose none (tasks/mlflow_ui_app.py).
 - The runs table shows the columns of the browser's saved view, by default none of the metrics.
   A shared view is the one server-side way to choose them: the experiment tag
   `mlflow.sharedViewState.<key>` holds the view as JSON and `viewStateShareKey=<key>` applies it.
@@ -67,7 +69,14 @@ def serve_hint(tracking_uri: str) -> str:
     """How to open the URLs of a database URI (empty for a tracking server, which serves them)."""
     if tracking_uri.startswith(("http://", "https://")):
         return ""
-    return f" (after `mlflow ui --backend-store-uri {tracking_uri}`)"
+    return f" (after `{local_ui_command(tracking_uri)}`)"
+
+
+def local_ui_command(tracking_uri: str) -> str:
+    """`mlflow ui` for a database URI, with the app whose pages stay in the model-training view."""
+    from tasks.mlflow_ui_app import APP_NAME
+
+    return f"mlflow ui --app-name {APP_NAME} --backend-store-uri {tracking_uri}"
 
 
 def experiment_url(tracking_uri: str, experiment_id: str) -> str:

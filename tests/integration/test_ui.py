@@ -39,7 +39,11 @@ def ui_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     if CHROMIUM is None:
         pytest.skip("Chromium is not installed (`apt-get install chromium`, or `make system-deps` as root)")
     pytest.importorskip("playwright", reason="playwright is a dev extra: pip install -e '.[dev]'")
-    config = UpConfig(run_dir=tmp_path_factory.mktemp("up-ui"), project_dir=REPO, worker_query_seconds=2)
+    # No continuous evaluator: it would score the versions these tests publish (66 episodes each) and
+    # make one champion, which the curve test's 4-episode reports could not be paired with.
+    config = UpConfig(
+        run_dir=tmp_path_factory.mktemp("up-ui"), project_dir=REPO, worker_query_seconds=2, evaluator=False
+    )
     with Stack(config) as started:
         yield started
 
@@ -185,3 +189,64 @@ def test_the_heldout_curve_artifact_reads_whole_and_links_mlflow(ui_stack: Stack
     href = link.first.get_attribute("href") or ""
     assert href.startswith(ui_stack.url("mlflow")) and "workflowType=machine_learning" in href
     page.close()
+
+
+def test_mlflow_pages_reached_by_clicking_stay_in_the_model_training_view(ui_stack: Stack, browser) -> None:
+    """A first visit as a person makes it: the printed runs table, a click on a run's name (MLflow's
+    link drops `workflowType`), the sidebar's Model registry, the policy, a version. Every page stays in
+    the model-training view (its sidebar: Runs, Models, Model registry), none in the GenAI one (runs
+    titled "Evaluations", no registry); the sidebar's GenAI switch still works and is kept."""
+    from playwright.sync_api import expect
+
+    from storage.registry import PolicyRegistry
+    from tasks.mlflow_metrics import start_tracked_run
+
+    with client_env(ui_stack), tempfile.TemporaryDirectory() as tmp:
+        from distrl_core.policy import save_policy
+        from distrl_core.policy.config import PolicyConfig
+        from distrl_core.policy.model import Policy
+
+        registry = PolicyRegistry()
+        run = start_tracked_run(registry, "learner-clicked", tags={"role": "learner"}, params={})
+        version = registry.publish(
+            save_policy(Policy.create(PolicyConfig()), Path(tmp) / "policy"), run_id=run
+        )
+        model = registry.name
+
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})  # a fresh profile: nothing stored
+    page.goto(ui_stack.mlflow_runs_url, timeout=WAIT_MS)
+    page.get_by_text("learner-clicked", exact=True).first.click(timeout=WAIT_MS)
+    page.wait_for_url(re.compile(rf"/runs/{run}"), timeout=WAIT_MS)
+    assert "workflowType" not in page.url  # MLflow's own link: the view comes from the browser's choice
+    registry_link = page.get_by_role("link", name="Model registry")
+    expect(registry_link.first).to_be_visible(timeout=WAIT_MS)
+    _assert_model_training_view(page)
+
+    registry_link.first.click()
+    # A first visit of the registry opens MLflow's "new Model Registry UI" notice: closed as a person does.
+    notice = page.get_by_role("dialog")
+    notice.first.wait_for(timeout=WAIT_MS)
+    page.keyboard.press("Escape")
+    expect(notice).to_have_count(0, timeout=WAIT_MS)
+    page.get_by_text(model, exact=True).first.click(timeout=WAIT_MS)
+    page.get_by_text(f"Version {version}", exact=True).first.click(timeout=WAIT_MS)
+    page.wait_for_url(re.compile(rf"/models/{model}/versions/{version}"), timeout=WAIT_MS)
+    expect(page.get_by_text("Source Run").first).to_be_visible(timeout=WAIT_MS)
+    _assert_model_training_view(page)
+
+    # Choosing the GenAI view stays a person's choice: kept on the next page load (no registry there).
+    page.get_by_text("GenAI", exact=True).first.click()
+    page.reload()
+    expect(page.get_by_text("Source Run").first).to_be_visible(timeout=WAIT_MS)
+    expect(registry_link).to_have_count(0, timeout=WAIT_MS)
+    assert page.evaluate("localStorage.getItem('mlflow.workflowType_v1')") == '"genai"'
+    page.close()
+
+
+def _assert_model_training_view(page) -> None:
+    from playwright.sync_api import expect
+
+    for item in ("Runs", "Models", "Model registry"):  # the model-training sidebar of the experiment
+        expect(page.get_by_text(item, exact=True).first).to_be_visible(timeout=WAIT_MS)
+    body = page.inner_text("body")
+    assert "Evaluations" not in body and not [t for t in GENAI_ONLY if t in body], body[:1500]

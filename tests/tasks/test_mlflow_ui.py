@@ -16,7 +16,7 @@ def test_urls_choose_the_model_training_view_and_the_shared_columns() -> None:
     )
     run = mlflow_ui.run_url("sqlite:///x/mlflow.db", "3", "abc")
     assert run == "http://127.0.0.1:5000/#/experiments/3/runs/abc?workflowType=machine_learning"
-    assert "mlflow ui --backend-store-uri sqlite:///x/mlflow.db" in mlflow_ui.serve_hint(
+    assert "mlflow ui --app-name distrl --backend-store-uri sqlite:///x/mlflow.db" in mlflow_ui.serve_hint(
         "sqlite:///x/mlflow.db"
     )
     assert mlflow_ui.serve_hint("http://mlflow:5000") == ""

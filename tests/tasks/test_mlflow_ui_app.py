@@ -1,0 +1,48 @@
+"""MLflow's server as `distrl up` starts it: the UI's page stores the model-training view for a browser
+that chose none, before MLflow's bundle reads it; every other response is MLflow's own.
+(tests/integration/test_ui.py clicks through the pages in Chromium.)"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tasks import mlflow_ui_app
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_script_comes_first_in_the_head() -> None:
+    page = '<!doctype html><html><head><meta charset="utf-8"/><script defer src="main.js"></script></head></html>'
+    rewritten = mlflow_ui_app.with_default_view(page)
+    assert rewritten.startswith("<!doctype html><html><head><script>")
+    assert rewritten.index(mlflow_ui_app.DEFAULT_VIEW_SCRIPT) < rewritten.index("main.js")
+    # Stored as MLflow's UI stores it (JSON), and only where the browser has no choice yet.
+    assert '"mlflow.workflowType_v1"' in rewritten and '"\\"machine_learning\\""' in rewritten
+    assert "===null" in rewritten
+    with pytest.raises(ValueError, match="no <head>"):
+        mlflow_ui_app.with_default_view("<html><body></body></html>")
+
+
+def test_mlflows_page_carries_the_script_and_nothing_else_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("_MLFLOW_SGI_NAME", raising=False)  # the Flask app itself (as under gunicorn)
+    app = mlflow_ui_app.create_app()
+    assert app is mlflow_ui_app.create_app()  # a second call adds no second rewrite
+    client = app.test_client()
+    page = client.get("/")
+    body = page.get_data(as_text=True)
+    assert page.status_code == 200 and body.count(mlflow_ui_app.DEFAULT_VIEW_SCRIPT) == 1
+    assert body.index(mlflow_ui_app.DEFAULT_VIEW_SCRIPT) < body.index("static-files/static/js/main")
+    assert int(page.headers["Content-Length"]) == len(page.get_data())
+    assert "ETag" not in page.headers and page.headers["Cache-Control"] == "no-cache"
+    health = client.get("/health")
+    assert health.status_code == 200 and mlflow_ui_app.DEFAULT_VIEW_SCRIPT not in health.get_data(
+        as_text=True
+    )
+
+
+def test_pyproject_registers_the_app_under_its_name() -> None:
+    entry_points = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
+    assert entry_points["mlflow.app"][mlflow_ui_app.APP_NAME] == f"{mlflow_ui_app.__name__}:create_app"
