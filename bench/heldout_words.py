@@ -78,7 +78,7 @@ def main() -> int:
     parser.add_argument("--out", default="bench/results/heldout_words.json")
     args = parser.parse_args()
     vocabularies: dict[str, set[str]] = {}
-    runs = []
+    runs: list[dict[str, Any]] = []
     for path in args.summaries:
         summary = json.loads(Path(path).read_text())
         if "heldout_tasks_final" not in summary:
@@ -98,9 +98,10 @@ def main() -> int:
             f"({run['final']['tasks_unseen_word']} tasks) vs {run['final']['no_unseen_word']:.3f} without",
             flush=True,
         )
-    result = {"runs": runs, "summary": summarise(runs)}
+    summary = summarise(runs)
+    result = {"runs": runs, "summary": summary}
     for stage in STAGES:
-        s = result["summary"][stage]
+        s = summary[stage]
         print(
             f"{stage}: unseen word {fmt_interval(s['unseen_word'])}, none {fmt_interval(s['no_unseen_word'])}, "
             f"gap {fmt_interval(s['gap'])}"
