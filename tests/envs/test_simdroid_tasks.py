@@ -63,7 +63,7 @@ def test_ids_are_unique_and_lookup_works() -> None:
     with pytest.raises(ValueError, match="family"):
         load_tasks("shopping")
     with pytest.raises(ValueError, match="split"):
-        load_tasks(split="validation")
+        load_tasks(split="heldout")  # "validation" is a selection carved from train
 
 
 def test_params_are_read_only_json_able_and_tasks_pickle() -> None:
