@@ -94,7 +94,7 @@ def test_stack_refuses_a_running_or_foreign_folder(tmp_path: Path) -> None:
 PARENT = (
     "import sys\n"
     "from pathlib import Path\n"
-    "from flows import processes\n"
+    "from ops import processes\n"
     "proc = processes.start('sleeper', [sys.executable, '-c', 'import time; time.sleep(600)'], env={},\n"
     "    log_path=Path(sys.argv[1]), outlive_parent=sys.argv[2] == 'detach')\n"
     "print(proc.popen.pid, flush=True)\n"
