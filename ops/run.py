@@ -40,7 +40,7 @@ from storage.registry import PolicyRegistry
 from storage.schema import steps_to_table
 from storage.shards import ShardWriter, ShardWriterConfig
 from storage.store import open_store
-from tasks.collector import adb_env_config
+from tasks.collector_envs import adb_env_config
 
 __all__ = ["POOL", "RunRequest", "run_policy", "screen_summary"]
 

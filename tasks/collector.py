@@ -18,20 +18,16 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import Any
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, Field
 
 from distrl_core.envs.kinds import EnvKind
-from distrl_core.envs.protocol import Environment
 from distrl_core.policy import Policy
-from simulators.factory import make_env
 from simulators.rollout import RolloutConfig, run_episodes
-from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
-from simulators.simdroid.device import SimDroidConfig
-from simulators.simdroid.faults import FaultConfig
+from simulators.sim_env import SimDroidEnv
 from simulators.simdroid.tasks import load_tasks
 from storage.registry import MANIFEST_TAG, PolicyRegistry
 from storage.schema import steps_to_table
@@ -47,13 +43,11 @@ from tasks.bounds import (
     Family,
     Split,
 )
+from tasks.collector_envs import make_collector_envs
 from tasks.mlflow_metrics import log_metrics
 from tasks.policy_cache import templates
 from tasks.retry import only_transient, with_retries
 from tasks.stop import should_stop
-
-if TYPE_CHECKING:
-    from simulators.adb import AdbEnvConfig
 
 log = logging.getLogger(__name__)
 ROLLING_EPISODES = 64  # window of the rolling success rate (a per-batch rate of 8 episodes is noise)
@@ -191,71 +185,11 @@ def open_collector(params: CollectorParams) -> CollectorSession:
         ),
     )
     rng = random.Random(params.seed)
-    return CollectorSession(params, writer, PolicyRegistry(), _make_envs(params, rng), rng=rng)
+    return CollectorSession(params, writer, PolicyRegistry(), make_collector_envs(params, rng), rng=rng)
 
 
 def close_collector(session: CollectorSession) -> None:
     session.writer.close()
-
-
-def _make_envs(params: CollectorParams, rng: random.Random) -> list[Environment]:
-    """The collector's environments, kept for its lifetime (emulators are slow to set up)."""
-    match params.env_kind:
-        case "sim":
-            return [
-                make_env(_env_config(params, rng.getrandbits(31), f"sim-{params.collector_id}-{i}"))
-                for i in range(params.num_envs)
-            ]
-        case "adb":
-            return [make_env(config) for config in _adb_configs(params)]
-        case _:
-            assert_never(params.env_kind)  # mypy: every EnvKind is built above
-
-
-def _adb_configs(params: CollectorParams) -> list[AdbEnvConfig]:
-    return [
-        adb_env_config(
-            params.adb_host,
-            params.adb_port,
-            serial,
-            fake_server=params.adb_fake_server,
-            screenshots=params.screenshots,
-        )
-        for serial in params.serials
-    ]
-
-
-def adb_env_config(
-    host: str, port: int, serial: str, *, fake_server: bool, screenshots: bool = False, **overrides: Any
-) -> AdbEnvConfig:
-    """One device as collectors drive it: behind `distrl fake-adb` (tasks loaded and checked through
-    its simdroid shell commands) or real (reset to HOME, scored by rule checks)."""
-    from simulators.adb import AdbEnvConfig
-    from simulators.adb.env import simdroid_success_check, simdroid_task_loader
-    from simulators.adb_checks import adb_rule_success_check
-
-    hooks: dict[str, Any] = (
-        {"task_loader": simdroid_task_loader, "success_check": simdroid_success_check, "settle_delay_s": 0.0}
-        if fake_server
-        else {"success_check": adb_rule_success_check, "reset_commands": ["input keyevent KEYCODE_HOME"]}
-    )
-    return AdbEnvConfig(host=host, port=port, serial=serial, screenshots=screenshots, **hooks | overrides)
-
-
-def _env_config(params: CollectorParams, seed: int, serial: str) -> SimDroidEnvConfig:
-    faults = FaultConfig(seed=seed)
-    if params.step_latency_s > 0:
-        faults = FaultConfig(
-            seed=seed,
-            latency="emulator",
-            latency_scale_s=params.step_latency_s,
-            task_latency_sigma=params.task_latency_sigma,
-            latency_mode="sleep",
-        )
-    device = SimDroidConfig(distractor_prob=0.1, faults=faults)
-    return SimDroidEnvConfig(
-        device=device, screenshots=params.screenshots, ui_xml=False, seed=seed, serial=serial
-    )
 
 
 def interrupt_waits_on(session: CollectorSession, event: threading.Event) -> None:

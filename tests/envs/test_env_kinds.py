@@ -17,7 +17,8 @@ from simulators.factory import CONFIG_OF_KIND, make_env
 from simulators.sim_env import SimDroidEnv
 from storage.schema import SchemaError, steps_to_table
 from storage.synthetic import synthetic_episode
-from tasks.collector import CollectorParams, _make_envs
+from tasks.collector import CollectorParams
+from tasks.collector_envs import make_collector_envs
 
 
 def test_every_part_takes_its_kinds_from_env_kind():
@@ -51,6 +52,6 @@ def test_make_env_refuses_a_config_of_no_known_kind_by_name():
 
 def test_the_collector_builds_its_simdroids_with_make_env():
     params = CollectorParams(num_envs=2, step_latency_s=0.5, task_latency_sigma=1.0)
-    envs = _make_envs(params, random.Random(0))
+    envs = make_collector_envs(params, random.Random(0))
     assert [type(env) for env in envs] == [SimDroidEnv, SimDroidEnv]
     assert [env.serial for env in envs] == ["sim-c0-0", "sim-c0-1"]

@@ -14,13 +14,14 @@ import pytest
 
 from distrl_core.learner.batch import StepBatch
 from storage.replay import ReplayNotReady
-from tasks.collector import CollectorParams, _make_envs
+from tasks.collector import CollectorParams
+from tasks.collector_envs import make_collector_envs
 from tasks.learner import LearnerParams, LearnerSession, LearnerTiming, ingest_shards, train_block
 
 
 def _latency_scales(sigma: float, seed: int, resets: int = 300) -> list[float]:
     params = CollectorParams(num_envs=1, family="general", step_latency_s=0.5, task_latency_sigma=sigma)
-    (env,) = _make_envs(params, random.Random(seed))
+    (env,) = make_collector_envs(params, random.Random(seed))
     scales = []
     for i in range(resets):
         env.reset(seed=i)
