@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import duckdb
 import numpy as np
@@ -86,16 +85,6 @@ class Replay:
         if self._meta.get("next_slot", 0) == 0:
             self._load_priority_snapshot()
 
-    @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        self.con.execute("BEGIN")
-        try:
-            yield
-        except Exception:
-            self.con.execute("ROLLBACK")
-            raise
-        self.con.execute("COMMIT")
-
     # ----- state ---------------------------------------------------------------------------------
     def _load_meta(self) -> None:
         self._meta = dict(self.con.execute("SELECT key, value FROM replay_meta").fetchall())
@@ -127,12 +116,6 @@ class Replay:
             "first_slot": self.first_slot,
             **extra,
         }
-
-    def _rebuild_supers(self, supers: list[int] | None) -> None:
-        if supers is None:
-            sql.run_script(self.con, sql.REBUILD_ALL_SUPERS)
-        elif supers:
-            sql.run_script(self.con, sql.REBUILD_SUPERS, {"supers": sorted(set(supers))})
 
     def _supers_of(self, slots: np.ndarray) -> list[int]:
         per_super = self.config.block_size * self.config.super_size
@@ -210,7 +193,7 @@ class Replay:
         paths = [path for path, _ in batch]
         self.con.register("shard_steps", table)
         try:
-            with self._transaction():
+            with sql.transaction(self.con):
                 new = sql.query(
                     self.con, sql.NEW_EPISODES, {"version_cutoff": self._params()["version_cutoff"]}
                 ).to_arrow_table()
@@ -231,7 +214,7 @@ class Replay:
                 self.con.execute(sql.INSERT_STEPS)
                 if n:
                     sql.run_script(self.con, sql.INSERT_ITEMS, self._params(S=self.config.super_size))
-                    self._rebuild_supers(self._supers_of(slots))
+                    sql.rebuild_supers(self.con, self._supers_of(slots))
                 steps = int(pc.sum(new.column("n_steps")).as_py() or 0)
                 per_shard = np.bincount(where, minlength=len(batch)) if n else np.zeros(len(batch), np.int64)
                 self.con.register(
@@ -263,7 +246,7 @@ class Replay:
         self.con.execute(sql.DROP_EVICTED_BLOCKS, {"B": self.config.block_size, "first_slot": cutoff})
         sql.run_script(self.con, sql.REWEIGHT_STALE, self._params())
         per_super = self.config.block_size * self.config.super_size
-        self._rebuild_supers(list(range(old_first // per_super, cutoff // per_super + 1)))
+        sql.rebuild_supers(self.con, list(range(old_first // per_super, cutoff // per_super + 1)))
         self.size_steps = int(self.con.execute(sql.STEPS_HELD).fetchall()[0][0])
         return before - self.episodes
 
@@ -277,7 +260,7 @@ class Replay:
             self.policy_version = version
             if self.config.max_policy_lag is not None:
                 sql.run_script(self.con, sql.REWEIGHT_STALE, self._params())
-                self._rebuild_supers(None)
+                sql.rebuild_supers(self.con, None)
             self._save_meta()
 
     # ----- sampling -----------------------------------------------------------------------------
@@ -327,7 +310,7 @@ class Replay:
         with self._lock:
             self.con.register("updates", pa.table({"slot": slots, "priority": priorities}))
             try:
-                with self._transaction():
+                with sql.transaction(self.con):
                     sql.run_script(self.con, sql.UPDATE_PRIORITIES, self._params())
             finally:
                 self.con.unregister("updates")

@@ -22,7 +22,8 @@ they touch.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 import duckdb
 import numpy as np
@@ -269,6 +270,25 @@ def run_script(
         if missing:
             raise KeyError(f"SQL parameter(s) {sorted(missing)} not provided")
         con.execute(statement, {k: params[k] for k in used} if used else None)
+
+
+def rebuild_supers(con: duckdb.DuckDBPyConnection, supers: list[int] | None) -> None:
+    """Rebuild the given super-blocks from their blocks (None: all of them; none for an empty list)."""
+    if supers is None:
+        run_script(con, REBUILD_ALL_SUPERS)
+    elif supers:
+        run_script(con, REBUILD_SUPERS, {"supers": sorted(set(supers))})
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    con.execute("BEGIN")
+    try:
+        yield
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
 
 
 def query(con: duckdb.DuckDBPyConnection, statement: str, params: Mapping[str, object] | None = None):
