@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, model_validator
 from flows.collect import collect
 from flows.embedded_evaluator import start_embedded_evaluator
 from flows.learn import learn
-from simulators.evaluation import IN_DISTRIBUTION_SEED
+from flows.train_local_report import evaluator_summary, final_report, heldout_curve
 from simulators.warm_start import WarmStartConfig
 from storage.registry import PolicyRegistry
 from storage.replay_config import ReplaySettings
@@ -32,7 +32,7 @@ from tasks.collector import (
     load_policy_version,
     open_collector,
 )
-from tasks.evaluation import evaluate_version, in_distribution_split, record_evaluation
+from tasks.evaluation import evaluate_version, record_evaluation
 from tasks.evaluator import EvaluatorParams
 from tasks.learner import (
     LearnerParams,
@@ -238,15 +238,17 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
         run.close()
     final = registry.resolve("latest") or warm  # there is one: the warm start at least
     # Stopped by SIGTERM or Ctrl-C: exit within seconds, not after an evaluation.
-    report = None if signalled() else _final_report(final, baseline, evaluated, protocol)
+    report = None if signalled() else final_report(final, baseline, evaluated, protocol)
     return {
         "mode": "sync" if params.sync else "async",
         "seconds": time.monotonic() - started,
         "history": [sample.__dict__ for sample in monitor.history],
         "warm_start": baseline,
         "final": report,
-        "evaluator": _evaluator_summary(evaluated),
-        "heldout_curve": _heldout_curve(registry, final, params) if params.evaluate and final != warm else [],
+        "evaluator": evaluator_summary(evaluated),
+        "heldout_curve": (
+            heldout_curve(registry, final, protocol) if params.evaluate and final != warm else []
+        ),
         **outcome,
     }
 
@@ -255,60 +257,6 @@ def _evaluator_params(params: TrainLocalParams) -> EvaluatorParams:
     if params.evaluator is not None:
         return params.evaluator
     return EvaluatorParams(family=params.family, split=HELDOUT_OF[params.validation], poll_seconds=2.0)
-
-
-def _final_report(
-    final: int, baseline: dict | None, evaluated: dict[str, Any] | None, protocol: EvaluatorParams
-) -> dict | None:
-    """The last version's held-out report (the evaluator's, else evaluated now) and, beside it, its
-    success on the tasks trained on beside the held-out ones under fresh seeds."""
-    if baseline is None:
-        return None
-    reports = (evaluated or {}).get("summary", {}).get("reports", {})
-    if final == baseline["version"]:
-        return baseline
-    report = reports.get(final)
-    if report is None:
-        report = evaluate_version(final, **protocol.evaluation_args(), in_distribution=False)
-        record_evaluation(report)
-    inside = evaluate_version(
-        final,
-        split=in_distribution_split(protocol.split),
-        family=protocol.family,
-        seed=IN_DISTRIBUTION_SEED,
-        episodes_per_task=1,
-        in_distribution=False,
-    )
-    return report | {"in_distribution": {k: v for k, v in inside.items() if k in (*_SUMMARY_KEYS, "split")}}
-
-
-_SUMMARY_KEYS = ("success", "ci_low", "ci_high", "episodes", "episodes_per_task", "families", "family_ci")
-
-
-def _heldout_curve(registry: PolicyRegistry, final: int, params: TrainLocalParams) -> list[dict]:
-    """The learner's held-out curve as the evaluator recorded it: version, seconds since the learner
-    started, env steps, success and its interval (empty when nothing was published)."""
-    from dataclasses import asdict
-
-    from tasks.heldout_curve import curve_run, read_curve, training_run_of
-
-    training_run = training_run_of(registry, final)
-    if training_run is None:
-        return []
-    protocol = _evaluator_params(params).protocol
-    return [asdict(p) for p in read_curve(registry, curve_run(registry, training_run, protocol))]
-
-
-def _evaluator_summary(evaluated: dict[str, Any] | None) -> dict[str, Any] | None:
-    if evaluated is None:
-        return None
-    summary = evaluated.get("summary") or {}
-    return {
-        "scored": summary.get("scored", []),
-        "skipped": summary.get("skipped", []),
-        "promoted": summary.get("promoted", []),
-        "error": evaluated.get("error"),
-    }
 
 
 def _run_async(params: TrainLocalParams, learner_params: LearnerParams, stop: StopToken) -> dict[str, Any]:
