@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import hashlib
 import os
 import secrets
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -168,7 +170,10 @@ class LocalPostgres:
         register_secret(self.password, "postgres password")
 
     def init(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        # The cluster is the stack's own and starts empty, as the stack's folder does: a cluster left
+        # outside that folder by an earlier stack (see `cluster_outside`) would make initdb refuse.
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.root.mkdir(parents=True)
         if self.os_user is not None:
             self._hand_over()
         pwfile = self.root / "pwfile"
@@ -282,8 +287,8 @@ def plan(run_dir: Path) -> Server | LocalPostgres:
 
 def plan_default(run_dir: Path) -> tuple[Server | LocalPostgres | None, str]:
     """`distrl up`'s default: PostgreSQL when DISTRL_POSTGRES_URL is set or the programs are installed
-    (and, as root, their unprivileged user exists and can enter `run_dir`); else None and a one-line
-    note on SQLite."""
+    (and, as root, their unprivileged user exists; its cluster is under `run_dir`, or apart when that
+    user cannot enter `run_dir`); else None and a one-line note on SQLite."""
     try:
         planned = plan(run_dir)
     except PostgresMissing:
@@ -292,8 +297,21 @@ def plan_default(run_dir: Path) -> tuple[Server | LocalPostgres | None, str]:
     if user is not None and not _user_exists(user):
         return None, f"no user {user!r} to run PostgreSQL as (it refuses root): {SQLITE_NOTE}"
     if user is not None and not _can_enter(user, run_dir):
-        return None, f"user {user!r} (PostgreSQL refuses root) cannot enter {run_dir}: {SQLITE_NOTE}"
+        # A stack folder under a private home (/root) is common; the cluster then lives apart.
+        outside = cluster_outside(run_dir)
+        if not _can_enter(user, outside.parent):
+            return None, f"user {user!r} (PostgreSQL refuses root) cannot enter {run_dir}: {SQLITE_NOTE}"
+        return LocalPostgres(outside, PostgresSettings()), (
+            f"user {user!r} (PostgreSQL refuses root) cannot enter {run_dir}: the cluster is in {outside}"
+        )
     return planned, ""
+
+
+def cluster_outside(run_dir: Path) -> Path:
+    """The cluster's folder for a stack folder its server's user cannot enter: one per stack folder
+    under the system's temporary folder (1777, so the user can reach it), private to that user."""
+    digest = hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"distrl-postgres-{digest}"
 
 
 def _user_exists(name: str) -> bool:

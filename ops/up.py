@@ -69,7 +69,7 @@ class Stack:
         self.evaluator_run_id: str | None = None  # the continuous evaluator's flow run, once started
         self.mlflow_runs_url = ""  # the experiment's runs table, once MLflow answers
         self.database: postgres.Server | None = None  # PostgreSQL of both servers, once it answers
-        self.database_note = ""  # why `database="auto"` chose SQLite
+        self.database_note = ""  # why `database="auto"` chose SQLite, or where its cluster went
 
     # ----- addresses and environment --------------------------------------------------------------
     def url(self, name: str) -> str:

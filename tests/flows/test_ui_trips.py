@@ -80,18 +80,58 @@ def test_retrain_runs_are_named_for_what_they_do() -> None:
     assert run_name(None) == run_name(defaults)
 
 
+def _private_stack_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user: str) -> Path:
+    """A stack folder under a private parent (as /root is), PostgreSQL's user set to `user`."""
+    private = tmp_path / "private"
+    (private / "up").mkdir(parents=True)
+    private.chmod(0o700)
+    monkeypatch.delenv("DISTRL_POSTGRES_URL", raising=False)
+    monkeypatch.setenv("DISTRL_POSTGRES_OS_USER", user)
+    return private / "up"
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="PostgreSQL runs as another user only when started as root")
-def test_auto_falls_back_when_postgres_user_cannot_enter_the_folder(
+def test_a_folder_the_server_user_cannot_enter_puts_the_cluster_apart(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "initdb").write_text("")
-    private = tmp_path / "private"
-    (private / "up").mkdir(parents=True)
-    private.chmod(0o700)
-    monkeypatch.delenv("DISTRL_POSTGRES_URL", raising=False)
     monkeypatch.setenv("DISTRL_POSTGRES_BIN_DIR", str(bin_dir))
-    monkeypatch.setenv("DISTRL_POSTGRES_OS_USER", "nobody")
-    planned, note = postgres.plan_default(private / "up")
-    assert planned is None and "'nobody'" in note and "cannot enter" in note
+    run_dir = _private_stack_folder(tmp_path, monkeypatch, "nobody")
+    planned, note = postgres.plan_default(run_dir)
+    assert isinstance(planned, postgres.LocalPostgres)
+    assert planned.root == postgres.cluster_outside(run_dir) and run_dir not in planned.root.parents
+    assert "'nobody'" in note and "cannot enter" in note and str(planned.root) in note and "\n" not in note
+    # a temporary folder the user cannot reach either: SQLite, saying why
+    shut = tmp_path / "shut"
+    shut.mkdir(mode=0o700)
+    monkeypatch.setattr(postgres.tempfile, "tempdir", str(shut))
+    planned, note = postgres.plan_default(run_dir)
+    assert planned is None and "'nobody'" in note and "SQLite" in note
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="PostgreSQL runs as another user only when started as root")
+def test_the_cluster_apart_starts_answers_and_starts_empty_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    try:
+        postgres.find_bin_dir(postgres.PostgresSettings().bin_dir)
+    except postgres.PostgresMissing as exc:
+        pytest.skip(str(exc))
+    user = postgres.PostgresSettings().os_user
+    if not postgres._user_exists(user):
+        pytest.skip(f"no user {user!r} to run PostgreSQL as")
+    run_dir = _private_stack_folder(tmp_path, monkeypatch, user)
+    for _ in range(2):  # the second start finds the first one's cluster and must begin afresh
+        planned, _note = postgres.plan_default(run_dir)
+        assert isinstance(planned, postgres.LocalPostgres)
+        server, proc = postgres.start_database(planned, run_dir, timeout_s=120)
+        assert proc is not None
+        try:
+            with postgres.connect(server) as conn:
+                names = {row[0] for row in conn.execute("select datname from pg_database")}
+            assert {postgres.PREFECT_DB, postgres.MLFLOW_DB} <= names, names
+        finally:
+            postgres.stop_server(proc)
+    assert (run_dir / "logs" / "postgres.log").exists()
