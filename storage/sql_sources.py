@@ -16,6 +16,7 @@ partition value of its fragment (nothing is read for it), as DuckDB's `filename=
 from __future__ import annotations
 
 import io
+import threading
 from collections.abc import Iterable
 
 import fsspec
@@ -33,13 +34,43 @@ FILENAME_COLUMN = "filename"
 SHARD_ROWS_SCHEMA = STEP_SCHEMA.append(pa.field(FILENAME_COLUMN, pa.string()))
 
 
+class RangeCache:
+    """Byte ranges this session downloaded, kept up to `limit` bytes (then no more are kept): a
+    query repeated, or one naming the same columns, reads them from memory."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.size = limit, 0
+        self._ranges: dict[str, list[tuple[int, bytes]]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, path: str, start: int, end: int) -> bytes | None:
+        with self._lock:
+            for first, data in self._ranges.get(path, ()):
+                if first <= start and end <= first + len(data):
+                    return data[start - first : end - first]
+        return None
+
+    def put(self, path: str, start: int, data: bytes) -> None:
+        with self._lock:
+            if self.size + len(data) <= self.limit:
+                self._ranges.setdefault(path, []).append((start, data))
+                self.size += len(data)
+
+
 class ShardFile(io.RawIOBase):
     """A read-only shard on a ranged filesystem whose last bytes (`tail`) are already in memory:
-    reads inside the tail cost nothing, any other read is one ranged GET of exactly its bytes."""
+    reads inside the tail cost nothing, others come from `cache` or are one ranged GET each."""
 
-    def __init__(self, fs: fsspec.AbstractFileSystem, path: str, size: int, tail: bytes) -> None:
+    def __init__(
+        self,
+        fs: fsspec.AbstractFileSystem,
+        path: str,
+        size: int,
+        tail: bytes,
+        cache: RangeCache | None = None,
+    ) -> None:
         super().__init__()
-        self._fs, self._path, self._size, self._tail = fs, path, size, tail
+        self._fs, self._path, self._size, self._tail, self._cache = fs, path, size, tail, cache
         self._tail_start = size - len(tail)
         self._pos = 0
 
@@ -67,7 +98,11 @@ class ShardFile(io.RawIOBase):
         if self._pos >= self._tail_start:
             data = self._tail[self._pos - self._tail_start : end - self._tail_start]
         else:
-            data = self._fs.cat_file(self._path, start=self._pos, end=end)
+            data = self._cache.get(self._path, self._pos, end) if self._cache is not None else None
+            if data is None:
+                data = self._fs.cat_file(self._path, start=self._pos, end=end)
+                if self._cache is not None:
+                    self._cache.put(self._path, self._pos, data)
         self._pos += len(data)
         return data
 
@@ -84,15 +119,18 @@ class _ShardHandler(FSSpecHandler):
     """`fs` for pyarrow, opening a listed shard from its known size and fetched tail (no HEAD
     request, no second footer download); anything else as fsspec does."""
 
-    def __init__(self, fs: fsspec.AbstractFileSystem, tails: dict[str, tuple[int, bytes]]) -> None:
+    def __init__(
+        self, fs: fsspec.AbstractFileSystem, sizes: dict[str, int], tails: dict[str, bytes], cache: RangeCache
+    ) -> None:
         super().__init__(fs)
-        self._tails = tails
+        self._sizes, self._tails, self._cache = sizes, tails, cache
 
     def open_input_file(self, path: str) -> pa.NativeFile:
-        size, tail = self._tails.get(path, (None, b""))
+        size = self._sizes.get(path)
         if size is None:
             return super().open_input_file(path)
-        return pa.PythonFile(ShardFile(self.fs, path, size, tail), mode="r")
+        tail = self._tails.get(path, b"")
+        return pa.PythonFile(ShardFile(self.fs, path, size, tail, self._cache), mode="r")
 
 
 class RangedShards:
@@ -103,9 +141,11 @@ class RangedShards:
     scan downloads it again, and memory holds parsed footers, not 64 KiB per shard.
     """
 
-    def __init__(self, fs: fsspec.AbstractFileSystem) -> None:
-        self._tails: dict[str, tuple[int, bytes]] = {}
-        self._filesystem = PyFileSystem(_ShardHandler(fs, self._tails))
+    def __init__(self, fs: fsspec.AbstractFileSystem, cache_bytes: int) -> None:
+        self._sizes: dict[str, int] = {}
+        self._tails: dict[str, bytes] = {}  # until the shard's footer is parsed
+        self.cache = RangeCache(cache_bytes)
+        self._filesystem = PyFileSystem(_ShardHandler(fs, self._sizes, self._tails, self.cache))
         self._format = ds.ParquetFileFormat(  # a column chunk's pages in one GET
             default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=True)
         )
@@ -115,14 +155,13 @@ class RangedShards:
     def footer(self, path: str, size: int) -> ShardFile:
         """The shard, its last `FOOTER_READ_BYTES` fetched (one ranged GET) and kept until `add`."""
         tail = self._fs.cat_file(path, start=max(0, size - FOOTER_READ_BYTES), end=size) if size else b""
-        self._tails[path] = (size, tail)
+        self._sizes[path], self._tails[path] = size, tail
         return ShardFile(self._fs, path, size, tail)
 
     def add(self, path: str, url: str) -> None:
         """A fragment for a shard whose `footer` was fetched; its rows' `filename` is `url`."""
-        size, _ = self._tails[path]
         fragment = self._format.make_fragment(
-            path, self._filesystem, pc.field(FILENAME_COLUMN) == url, file_size=size
+            path, self._filesystem, pc.field(FILENAME_COLUMN) == url, file_size=self._sizes[path]
         )
         try:
             fragment.ensure_complete_metadata()  # parsed from the kept tail: nothing downloaded
@@ -132,6 +171,7 @@ class RangedShards:
 
     def forget(self, path: str) -> None:
         self._tails.pop(path, None)
+        self._sizes.pop(path, None)
 
     def dataset(self, paths: Iterable[str]) -> ds.Dataset:
         """The shards at `paths` (each `add`ed) as one dataset: the step schema plus `filename`."""

@@ -249,7 +249,10 @@ def open_sql(
     con = duckdb.connect(":memory:", config={"threads": threads})
     try:
         limits.apply(con)
-        ranged = None if store.is_local else RangedShards(store.ranged_fs)
+        # S3 column chunks downloaded are kept for the session's later queries, within a quarter
+        # of the memory limit (the cache lives outside DuckDB's accounting, inside the process cap)
+        cache_bytes = int(limits.settings.memory_limit) // 4
+        ranged = None if store.is_local else RangedShards(store.ranged_fs, cache_bytes)
         shards, bad, hosts = _valid_shards(store, warn, ranged)
         if not store.is_local:
             # The views read S3 through pyarrow (`storage.sql_sources`); DuckDB itself reads an S3

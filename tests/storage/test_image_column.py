@@ -18,7 +18,7 @@ from storage.replay import Replay
 from storage.replay_config import ReplaySettings
 from storage.schema import IMAGE_COLUMN
 from storage.shards import ShardWriter, ShardWriterConfig
-from storage.sql_sources import FOOTER_READ_BYTES
+from storage.sql_sources import FOOTER_READ_BYTES, RangeCache
 from storage.sql_views import VIEW_NAMES, open_sql
 from storage.store import Store, open_store
 from storage.synthetic import synthetic_episode
@@ -179,6 +179,7 @@ def test_sql_on_s3_downloads_the_image_column_only_for_queries_that_ask_for_it(
                 "count": "SELECT count(*) AS n FROM steps",
                 "group": "SELECT task_family, avg(reward) AS r FROM steps GROUP BY task_family ORDER BY 1",
                 "shards": "SELECT shard, steps FROM shards ORDER BY shard",
+                "count again": "SELECT count(*) AS n FROM steps",
                 "images": f"SELECT step, episode_id, {IMAGE_COLUMN} FROM steps",
             }.items():
                 counter.phase = name
@@ -189,6 +190,7 @@ def test_sql_on_s3_downloads_the_image_column_only_for_queries_that_ask_for_it(
         assert counter.phase_totals("open")["GET"]["bytes_out"] <= 2 * FOOTER_READ_BYTES
         for name in ("count", "group", "shards"):  # a few small columns, no footer again
             assert 0 < _downloaded(counter, name) < image_bytes / 50, name
+        assert _downloaded(counter, "count again") == 0  # the session kept what it downloaded
         assert _downloaded(counter, "images") > image_bytes  # asked for: every image is fetched
         written = pa.concat_tables(catalog.read_shard(store, s.path) for s in catalog.list_shards(store))
 
@@ -200,3 +202,13 @@ def test_sql_on_s3_downloads_the_image_column_only_for_queries_that_ask_for_it(
     assert answers["count"].column("n").to_pylist() == [written.num_rows]
     assert sum(answers["shards"].column("steps").to_pylist()) == written.num_rows
     assert answers["group"].num_rows == len(set(written.column("task_family").to_pylist()))
+
+
+def test_the_range_cache_serves_ranges_inside_what_it_kept_and_keeps_no_more_than_its_limit() -> None:
+    cache = RangeCache(limit=10)
+    cache.put("a", 100, b"01234567")
+    cache.put("a", 200, b"xyz")  # 11 bytes in all: past the limit, not kept
+    assert cache.get("a", 102, 105) == b"234" and cache.get("a", 100, 108) == b"01234567"
+    assert cache.get("a", 99, 101) is None and cache.get("a", 105, 109) is None  # not wholly inside
+    assert cache.get("a", 200, 201) is None and cache.get("b", 102, 105) is None
+    assert cache.size == 8
