@@ -95,15 +95,19 @@ class ShardFile(io.RawIOBase):
         end = self._size if size is None or size < 0 else min(self._size, self._pos + size)
         if end <= self._pos:
             return b""
-        if self._pos >= self._tail_start:
-            data = self._tail[self._pos - self._tail_start : end - self._tail_start]
-        else:
-            data = self._cache.get(self._path, self._pos, end) if self._cache is not None else None
-            if data is None:
-                data = self._fs.cat_file(self._path, start=self._pos, end=end)
-                if self._cache is not None:
-                    self._cache.put(self._path, self._pos, data)
+        data = self._fetch(self._pos, end)
         self._pos += len(data)
+        return data
+
+    def _fetch(self, start: int, end: int) -> bytes:
+        if start >= self._tail_start:
+            return self._tail[start - self._tail_start : end - self._tail_start]
+        kept = self._cache.get(self._path, start, end) if self._cache is not None else None
+        if kept is not None:
+            return kept
+        data: bytes = self._fs.cat_file(self._path, start=start, end=end)
+        if self._cache is not None:
+            self._cache.put(self._path, start, data)
         return data
 
     def readall(self) -> bytes:
