@@ -1,15 +1,15 @@
 """What `distrl sql` downloads from S3 over screenshot-bearing shards, and how long it takes, by
 read path, side by side in one run:
 
-- `duckdb_s3fs`: DuckDB reading the shards itself through the registered s3fs filesystem (how
-  `distrl sql` read S3 before: the view over `read_parquet(..., filename=true)`);
+- `duckdb_s3fs`: DuckDB reading the shards itself through the registered s3fs filesystem, footers
+  checked through s3fs (how `distrl sql` read S3 before: `open_sql` without `RangedShards`);
 - `pyarrow_ranges`: the views over a pyarrow dataset of byte ranges (`storage.sql_sources`, now).
 
 Shards of 16 synthetic episodes whose steps carry real SimDroid screenshots (as `bench.capacity`'s
 `images` part writes them) go into a counting moto S3 server; each query runs twice in one session
 (first and repeated), and the bytes each run downloaded are counted at the server.
 
-    nice -n 10 .venv/bin/python -m bench.sql_s3_reads [--shards 50] [--seed 3]
+    nice -n 10 .venv/bin/python -m bench.sql_s3_reads [--shards 50] [--seed 3] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 
 import boto3
 
@@ -40,24 +42,30 @@ def _downloaded(counter: S3Counter, phase: str) -> int:
     return sum(t["bytes_out"] for t in counter.phase_totals(phase).values())
 
 
-def _read_through_duckdb(session) -> None:  # type: ignore[no-untyped-def]
-    """The session's `shard_rows` as DuckDB's own Parquet scan over the registered s3fs (the former
-    read path); the views above it stay as they are."""
-    urls = [session.store.url(p) for p in session.shards]
-    session.con.unregister("shard_rows")  # the pyarrow dataset `open_sql` registered
-    session.con.read_parquet(urls, hive_partitioning=False, filename=True).create_view("shard_rows")
+@contextmanager
+def _duckdb_reads_s3() -> Iterator[None]:
+    """`open_sql` as it was before pyarrow read S3 for it: no `RangedShards`, so the footers are
+    checked through s3fs and the views are DuckDB's own Parquet scan over the registered s3fs."""
+    import storage.sql_views as sql_views
+
+    ranged = sql_views.RangedShards
+    sql_views.RangedShards = lambda *args: None  # type: ignore[assignment,misc]
+    try:
+        yield
+    finally:
+        sql_views.RangedShards = ranged  # type: ignore[misc]
 
 
-def measure(store_uri: str, counter: S3Counter, read_path: str) -> dict:
+def measure(store_uri: str, counter: S3Counter, read_path: str, round_: int) -> dict:
     from storage.sql_views import open_sql
     from storage.store import open_store
 
     store = open_store(store_uri)
-    counter.phase = f"{read_path}:open"
+    phase = f"{round_}:{read_path}"
+    counter.phase = f"{phase}:open"
     started = time.perf_counter()
-    session = open_sql(store)
-    if read_path == "duckdb_s3fs":
-        _read_through_duckdb(session)
+    with _duckdb_reads_s3() if read_path == "duckdb_s3fs" else nullcontext():
+        session = open_sql(store)
     open_s = time.perf_counter() - started
     total = sum(store.fs.size(p) for p in session.shards)
     queries: dict[str, dict] = {}
@@ -65,7 +73,7 @@ def measure(store_uri: str, counter: S3Counter, read_path: str) -> dict:
         for name, statement in QUERIES.items():
             runs = []
             for run in ("first", "repeated"):
-                counter.phase = f"{read_path}:{name}:{run}"
+                counter.phase = f"{phase}:{name}:{run}"
                 started = time.perf_counter()
                 rows = session.query(statement).num_rows
                 seconds = time.perf_counter() - started
@@ -87,7 +95,7 @@ def measure(store_uri: str, counter: S3Counter, read_path: str) -> dict:
         "shards": len(session.shards),
         "shard_bytes": total,
         "open_seconds": round(open_s, 3),
-        "open_bytes_downloaded": _downloaded(counter, f"{read_path}:open"),
+        "open_bytes_downloaded": _downloaded(counter, f"{phase}:open"),
         "queries": queries,
     }
 
@@ -96,6 +104,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", type=int, default=50, help="screenshot-bearing shards of 16 episodes")
     parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2, help="sessions per read path, alternating")
     parser.add_argument("--out", default="sql_s3_reads")
     args = parser.parse_args()
     started = time.monotonic()
@@ -112,10 +121,14 @@ def main() -> None:
         screens = real_screens(64, args.seed)
         counter.phase = "write"
         steps = write_image_shards(open_store(store_uri), args.shards, screens, args.seed, f"sql{args.seed}")
-        results = [measure(store_uri, counter, read_path) for read_path in READ_PATHS]
+        results = [
+            {"round": r, **measure(store_uri, counter, read_path, r)}
+            for r in range(args.rounds)
+            for read_path in READ_PATHS
+        ]
     document = {
         "benchmark": "sql_s3_reads",
-        "command": f"nice -n 10 .venv/bin/python -m bench.sql_s3_reads --shards {args.shards} --seed {args.seed}",
+        "command": f"nice -n 10 .venv/bin/python -m bench.sql_s3_reads --shards {args.shards} --seed {args.seed} --rounds {args.rounds}",
         "machine": machine(),
         "steps": steps,
         "screens": len(screens),
