@@ -1,16 +1,18 @@
 """Where `distrl sql` reads S3 shards from: a pyarrow dataset over byte ranges, so that a query
 downloads the columns it names and not the screenshots beside them.
 
-DuckDB reading S3 shards itself, through the registered s3fs filesystem, downloaded 4x the shards'
-bytes for a `count(*)`: its external file cache reads whole blocks, and s3fs reads ahead up to
-50 MB on a file's first read. Registering a pyarrow dataset as the views' source instead hands
-DuckDB's projection (and filters) to pyarrow, whose Parquet reader fetches only the projected
-column chunks, coalesced (`pre_buffer`), one ranged GET each.
+DuckDB reading S3 shards itself, through the registered s3fs filesystem, downloaded the shards
+whole one to four times over for a `count(*)` (s3fs reads ahead up to 50 MB on a file's first
+read, and DuckDB's external file cache keeps what it likes); with byte ranges instead, its many
+small GETs per query made queries 10x slower. Registering a pyarrow dataset as the views' source
+hands DuckDB's projection (and filters) to pyarrow, whose Parquet reader fetches only the named
+column chunks, coalesced (`pre_buffer`), one ranged GET each; what a session downloaded is kept
+(`RangeCache`, bounded) for its later queries.
 
 Each shard's footer is fetched once, when the session checks it (the last 64 KiB, what pyarrow
-reads to find a footer), and kept: the dataset's own footer reads are served from memory, so a
-query downloads column chunks only. The file each row came from is the `filename` column, a
-partition value of its fragment (nothing is read for it), as DuckDB's `filename=true` gives it.
+reads to find a footer), parsed into its fragment, and dropped. The file each row came from is the
+`filename` column, a partition value of its fragment (nothing is read for it), as DuckDB's
+`filename=true` gives it.
 """
 
 from __future__ import annotations
