@@ -15,6 +15,7 @@ never read: both are left in place, with a warning. File names are printed escap
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import re
@@ -22,7 +23,7 @@ import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Literal
+from typing import BinaryIO, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -238,11 +239,11 @@ def _with_null_images(table: pa.Table) -> pa.Table:
     return table.add_column(COLUMN_NAMES.index(IMAGE_COLUMN), IMAGE_COLUMN, nulls)
 
 
-def check_footer(store: Store, path: str) -> pa.Schema:
+def check_footer(store: Store, path: str, opened: BinaryIO | io.RawIOBase | None = None) -> pa.Schema:
     """Cheap validity check (footer only): readable, known schema version, step schema, row count
     and uncompressed size within bounds. Returns the shard's schema, whose metadata holds its labels
-    (`storage.schema.shard_host`)."""
-    with _open(store, path) as fh:
+    (`storage.schema.shard_host`). `opened`: the shard already opened by the caller (its own reads)."""
+    with opened or _open(store, path) as fh:
         parquet = pq.ParquetFile(fh)
         schema, metadata = parquet.schema_arrow, parquet.metadata
     check_schema_version(schema.metadata, source=store.url(path))

@@ -115,8 +115,9 @@ def _statement_starts(spans: list[tuple[int, int]], words: list[str]) -> set[int
 def lock_down(con: duckdb.DuckDBPyConnection, readable_dir: str) -> None:
     """Let `con` read files only under `readable_dir` (a folder path or URL) and freeze its settings.
 
-    Call after the views are created. S3 stores keep working: their shards are read through the
-    registered fsspec filesystem (no extension), and their URLs lie under `readable_dir`.
+    Call after the views are created. S3 stores keep working: the views read their shards through
+    a registered pyarrow dataset (`storage.sql_sources`), DuckDB's own reads (naming a bad shard)
+    through the registered fsspec filesystem (no extension), and their URLs lie under `readable_dir`.
     """
     con.execute("SET allowed_directories = ?", [[readable_dir.rstrip("/") + "/"]])
     con.execute("SET enable_external_access = false")

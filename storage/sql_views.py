@@ -27,6 +27,7 @@ from storage.schema import STEP_SCHEMA, SchemaError, shard_host
 from storage.sql_guard import ReadOnlyError, check_read_only, explain_refusal, lock_down
 from storage.sql_limits import QueryLimits, SqlLimitError, SqlSettings
 from storage.sql_output import escape_control
+from storage.sql_sources import RangedShards
 from storage.store import Store, redact
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ class SqlSession:
     limits: QueryLimits
     skipped: list[BadShard] = field(default_factory=list)
     hosts: dict[str, str | None] = field(default_factory=dict)  # shard path -> host (its footer's label)
+    ranged: RangedShards | None = None  # an S3 store's shards, read by pyarrow (storage.sql_sources)
     warn: bool = True  # log a warning per shard left out (False: the caller reports `skipped` itself)
     _probed: bool = False
 
@@ -112,7 +114,7 @@ class SqlSession:
         gone = {b.path for b in bad}
         self.shards = [p for p in self.shards if p not in gone]
         self.skipped.extend(bad)
-        _create_views(self.con, self.store, self.shards, self.hosts)
+        _create_views(self.con, self.store, self.shards, self.hosts, self.ranged)
 
     def close(self) -> None:
         self.con.close()
@@ -160,12 +162,27 @@ def _warn(store: Store, bad: list[BadShard], warn: bool) -> None:
         )
 
 
-def _valid_shards(store: Store, warn: bool) -> tuple[list[str], list[BadShard], dict[str, str | None]]:
-    """Shards whose footer is readable and ours, those left out, and each good one's host label."""
-    paths = [s.path for s in list_shards(store)]
+def _valid_shards(
+    store: Store, warn: bool, ranged: RangedShards | None
+) -> tuple[list[str], list[BadShard], dict[str, str | None]]:
+    """Shards whose footer is readable and ours, those left out, and each good one's host label.
+    With `ranged` (an S3 store), each footer is fetched and parsed there, once for the session."""
+    sizes = {s.path: s.size for s in list_shards(store)}
+    paths = list(sizes)
     hosts: dict[str, str | None] = {}
 
     def check(path: str) -> BadShard | None:
+        try:
+            verdict = check_one(path)
+            if verdict is None and ranged is not None:
+                ranged.add(path, store.url(path))
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            verdict = BadShard(path=path, reason=redact(f"{type(exc).__name__}: {exc}"), moved_to=None)
+        if verdict is not None and ranged is not None:
+            ranged.forget(path)
+        return verdict
+
+    def check_one(path: str) -> BadShard | None:
         unreadable = unreadable_reason(store, path)  # decided before anything opens it
         if unreadable is not None:
             return BadShard(path=path, reason=unreadable, moved_to=None)
@@ -174,7 +191,8 @@ def _valid_shards(store: Store, warn: bool) -> tuple[list[str], list[BadShard], 
             reason = f"a symbolic link (to {os.path.realpath(path)}); only files inside the store are read"
             return BadShard(path=path, reason=reason, moved_to=None)
         try:
-            hosts[path] = shard_host(check_footer(store, path).metadata)
+            opened = ranged.footer(path, sizes[path]) if ranged is not None else None
+            hosts[path] = shard_host(check_footer(store, path, opened).metadata)
         except (SchemaError, pa.ArrowException, OSError, ValueError) as exc:
             return BadShard(path=path, reason=redact(f"{type(exc).__name__}: {exc}"), moved_to=None)
         return None
@@ -188,18 +206,25 @@ def _valid_shards(store: Store, warn: bool) -> tuple[list[str], list[BadShard], 
 
 
 def _create_views(
-    con: duckdb.DuckDBPyConnection, store: Store, shards: list[str], hosts: dict[str, str | None]
+    con: duckdb.DuckDBPyConnection,
+    store: Store,
+    shards: list[str],
+    hosts: dict[str, str | None],
+    ranged: RangedShards | None,
 ) -> None:
     # `shard_rows` carries each row's file name, for the `shards` view and to count a copied
     # episode once; `steps` (views.sql) is it without that column: the schema's columns, plus
     # `family` (the name every other view uses).
     # Every path is a plain file name: `unreadable_reason` left out those DuckDB reads as a glob.
-    if shards:
-        source = con.read_parquet([store.url(p) for p in shards], hive_partitioning=False, filename=True)
+    if ranged is not None:  # S3: pyarrow reads the byte ranges of the columns a query names
+        con.register("shard_rows", ranged.dataset(shards))  # the connection keeps the dataset alive
     else:
-        empty = STEP_SCHEMA.empty_table()
-        source = con.from_arrow(empty.append_column("filename", pa.array([], pa.string())))
-    source.create_view("shard_rows")
+        if shards:
+            source = con.read_parquet([store.url(p) for p in shards], hive_partitioning=False, filename=True)
+        else:
+            empty = STEP_SCHEMA.empty_table()
+            source = con.from_arrow(empty.append_column("filename", pa.array([], pa.string())))
+        source.create_view("shard_rows")
     labels = pa.table(
         {
             "shard": pa.array([store.url(p) for p in shards], pa.string()),
@@ -217,22 +242,28 @@ def open_sql(
     limited in time, memory and spill space (`settings`, default: the `DISTRL_SQL_*` variables).
     With `warn` False the shards left out are logged at debug level only (`distrl sql` prints them).
 
-    S3 is read through s3fs (a registered fsspec filesystem), so no DuckDB extension is involved.
+    S3 shards are read by pyarrow over byte ranges (`storage.sql_sources`): a query downloads the
+    columns it names, not the screenshots; no DuckDB extension is involved.
     """
     limits = QueryLimits(settings or SqlSettings())
     con = duckdb.connect(":memory:", config={"threads": threads})
     try:
         limits.apply(con)
-        shards, bad, hosts = _valid_shards(store, warn)
+        # S3 column chunks downloaded are kept for the session's later queries, within a quarter
+        # of the memory limit (the cache lives outside DuckDB's accounting, inside the process cap)
+        cache_bytes = int(limits.settings.memory_limit) // 4
+        ranged = None if store.is_local else RangedShards(store.ranged_fs, cache_bytes)
+        shards, bad, hosts = _valid_shards(store, warn, ranged)
         if not store.is_local:
-            # Whole files (s3fs's read-ahead): byte ranges (`Store.ranged_fs`) downloaded no less
-            # through DuckDB and made queries 10x slower (docs/performance.md, "Trajectories at
-            # their real size").
+            # The views read S3 through pyarrow (`storage.sql_sources`); DuckDB itself reads an S3
+            # file only to name a bad shard (`SqlSession._probe`) or for a query's own read_parquet.
             con.register_filesystem(store.fs)
-        _create_views(con, store, shards, hosts)
+        _create_views(con, store, shards, hosts, ranged)
         lock_down(con, store.url(store.trajectories))
     except BaseException:
         con.close()
         limits.close()
         raise
-    return SqlSession(con=con, store=store, shards=shards, limits=limits, skipped=bad, hosts=hosts, warn=warn)
+    return SqlSession(
+        con=con, store=store, shards=shards, limits=limits, skipped=bad, hosts=hosts, warn=warn, ranged=ranged
+    )

@@ -1,21 +1,24 @@
 """Shards with a screenshot per step are mostly image bytes: readers that do not use the image leave
 its column unread. The replay that drops screenshots never reads them; `distrl sql`'s views scan
-`screenshot_png` only for queries that ask for it."""
+`screenshot_png` only for queries that ask for it, and on S3 download only what they scan."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import boto3
 import numpy as np
 import pyarrow as pa
 import pytest
 
 import storage.catalog as catalog
+from bench.s3_counter import S3Counter, counting_s3
 from storage.replay import Replay
 from storage.replay_config import ReplaySettings
 from storage.schema import IMAGE_COLUMN
 from storage.shards import ShardWriter, ShardWriterConfig
+from storage.sql_sources import FOOTER_READ_BYTES, RangeCache
 from storage.sql_views import VIEW_NAMES, open_sql
 from storage.store import Store, open_store
 from storage.synthetic import synthetic_episode
@@ -151,3 +154,61 @@ def test_a_replay_without_screenshots_ingests_from_s3_through_byte_ranges(s3_sto
     finally:
         replay.close()
     assert image_bytes > 0
+
+
+def _downloaded(counter: S3Counter, phase: str) -> int:
+    return sum(t["bytes_out"] for t in counter.phase_totals(phase).values())
+
+
+def test_sql_on_s3_downloads_the_image_column_only_for_queries_that_ask_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with counting_s3() as (endpoint, counter):
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIADISTRLTEST0003")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "distrl-test-secret-sql-columns")
+        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="distrl-cols")
+        store = open_store("s3://distrl-cols/run", endpoint_url=endpoint)
+        image_bytes = _write_image_shards(store)  # 2 shards, each ~99 % image
+        counter.phase = "open"
+        session = open_sql(store)
+        try:
+            assert len(session.shards) == 2 and not session.skipped
+            answers = {}
+            for name, statement in {
+                "count": "SELECT count(*) AS n FROM steps",
+                "group": "SELECT task_family, avg(reward) AS r FROM steps GROUP BY task_family ORDER BY 1",
+                "shards": "SELECT shard, steps FROM shards ORDER BY shard",
+                "count again": "SELECT count(*) AS n FROM steps",
+                "images": f"SELECT step, episode_id, {IMAGE_COLUMN} FROM steps",
+            }.items():
+                counter.phase = name
+                answers[name] = session.query(statement)
+        finally:
+            session.close()
+        # opening fetches each footer once: a shard's last 64 KiB, what pyarrow reads to find it
+        assert counter.phase_totals("open")["GET"]["bytes_out"] <= 2 * FOOTER_READ_BYTES
+        for name in ("count", "group", "shards"):  # a few small columns, no footer again
+            assert 0 < _downloaded(counter, name) < image_bytes / 50, name
+        assert _downloaded(counter, "count again") == 0  # the session kept what it downloaded
+        assert _downloaded(counter, "images") > image_bytes  # asked for: every image is fetched
+        written = pa.concat_tables(catalog.read_shard(store, s.path) for s in catalog.list_shards(store))
+
+    def by_step(table: pa.Table) -> dict[tuple[str, int], bytes]:
+        rows = table.select(["episode_id", "step", IMAGE_COLUMN]).to_pylist()
+        return {(r["episode_id"], r["step"]): r[IMAGE_COLUMN] for r in rows}
+
+    assert by_step(answers["images"]) == by_step(written)  # the images, byte for byte
+    assert answers["count"].column("n").to_pylist() == [written.num_rows]
+    assert sum(answers["shards"].column("steps").to_pylist()) == written.num_rows
+    assert answers["group"].num_rows == len(set(written.column("task_family").to_pylist()))
+
+
+def test_the_range_cache_serves_ranges_inside_what_it_kept_and_keeps_no_more_than_its_limit() -> None:
+    cache = RangeCache(limit=10)
+    cache.put("a", 100, b"01234567")
+    cache.put("a", 200, b"xyz")  # 11 bytes in all: past the limit, not kept
+    assert cache.get("a", 102, 105) == b"234" and cache.get("a", 100, 108) == b"01234567"
+    assert cache.get("a", 99, 101) is None and cache.get("a", 105, 109) is None  # not wholly inside
+    assert cache.get("a", 200, 201) is None and cache.get("b", 102, 105) is None
+    assert cache.size == 8
