@@ -85,7 +85,8 @@ class PostgresSettings(BaseSettings):
     os_user: str = Field(
         "postgres",
         description="The unprivileged user the local server runs as when `distrl up` runs as root "
-        "(PostgreSQL refuses root).",
+        "(PostgreSQL refuses root). Where that user cannot enter the stack's folder (a private home such "
+        "as `/root`), the cluster lives in `$TMPDIR/distrl-postgres-<hash>`, started empty at each `distrl up`.",
     )
 
 
