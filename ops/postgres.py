@@ -308,6 +308,12 @@ def plan_default(run_dir: Path) -> tuple[Server | LocalPostgres | None, str]:
     return planned, ""
 
 
+def remove_cluster_apart(run_dir: Path) -> None:
+    """Delete the cluster a stopped stack kept apart (`cluster_outside`), if it had one: it holds
+    nothing the next start keeps, and every stack folder would otherwise leave one behind."""
+    shutil.rmtree(cluster_outside(run_dir), ignore_errors=True)
+
+
 def cluster_outside(run_dir: Path) -> Path:
     """The cluster's folder for a stack folder its server's user cannot enter: one per stack folder
     under the system's temporary folder (1777, so the user can reach it), private to that user."""

@@ -359,10 +359,14 @@ class Stack:
                 proc.popen.wait(timeout=5)
         if database is not None:
             postgres.stop_server(database)
+            postgres.remove_cluster_apart(self.run_dir)
         self.procs.clear()
         self._write_state()  # no processes left; the file marks the folder as ours for the next `up`
 
 
 def down(run_dir: Path, *, dry_run: bool = False) -> list[str]:
     """Stop what a detached (or killed) `distrl up` left running; returns the names found alive."""
-    return processes.stop_recorded(Path(run_dir) / STATE_FILE, dry_run=dry_run)
+    alive = processes.stop_recorded(Path(run_dir) / STATE_FILE, dry_run=dry_run)
+    if not dry_run:
+        postgres.remove_cluster_apart(Path(run_dir))
+    return alive

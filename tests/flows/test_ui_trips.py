@@ -134,4 +134,6 @@ def test_the_cluster_apart_starts_answers_and_starts_empty_again(
             assert {postgres.PREFECT_DB, postgres.MLFLOW_DB} <= names, names
         finally:
             postgres.stop_server(proc)
-    assert (run_dir / "logs" / "postgres.log").exists()
+    assert (run_dir / "logs" / "postgres.log").exists() and planned.root.exists()
+    postgres.remove_cluster_apart(run_dir)  # as the stack does once its server stopped
+    assert not planned.root.exists()
