@@ -10,6 +10,7 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
+from bench.s3_counter import S3Counter, counting_s3
 from storage.store import Store, open_store
 
 SECRET_KEY = "distrl-test-secret-9f8e7d6c5b4a"
@@ -61,3 +62,17 @@ def local_store(tmp_path) -> Store:
 @pytest.fixture(params=["local", "s3"])
 def any_store(request: pytest.FixtureRequest) -> Store:
     return request.getfixturevalue(f"{request.param}_store")
+
+
+@pytest.fixture
+def counted_s3_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Store, S3Counter]]:
+    """A store on its own moto server whose every request is counted (`bench.s3_counter`), for tests
+    that assert how many bytes or keys a reader fetched."""
+    with counting_s3() as (endpoint, counter):
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        # moto's state is per process, shared by its servers: a bucket of its own per test
+        bucket = f"distrl-counted-{uuid.uuid4().hex[:10]}"
+        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
+        yield open_store(f"s3://{bucket}/run", endpoint_url=endpoint), counter

@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import boto3
 import numpy as np
 import pyarrow as pa
 import pytest
 
 import storage.catalog as catalog
-from bench.s3_counter import S3Counter, counting_s3
+from bench.s3_counter import S3Counter
 from storage.replay import Replay
 from storage.replay_config import ReplaySettings
 from storage.schema import IMAGE_COLUMN
@@ -161,38 +160,33 @@ def _downloaded(counter: S3Counter, phase: str) -> int:
 
 
 def test_sql_on_s3_downloads_the_image_column_only_for_queries_that_ask_for_it(
-    monkeypatch: pytest.MonkeyPatch,
+    counted_s3_store: tuple[Store, S3Counter],
 ) -> None:
-    with counting_s3() as (endpoint, counter):
-        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIADISTRLTEST0003")
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "distrl-test-secret-sql-columns")
-        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="distrl-cols")
-        store = open_store("s3://distrl-cols/run", endpoint_url=endpoint)
-        image_bytes = _write_image_shards(store)  # 2 shards, each ~99 % image
-        counter.phase = "open"
-        session = open_sql(store)
-        try:
-            assert len(session.shards) == 2 and not session.skipped
-            answers = {}
-            for name, statement in {
-                "count": "SELECT count(*) AS n FROM steps",
-                "group": "SELECT task_family, avg(reward) AS r FROM steps GROUP BY task_family ORDER BY 1",
-                "shards": "SELECT shard, steps FROM shards ORDER BY shard",
-                "count again": "SELECT count(*) AS n FROM steps",
-                "images": f"SELECT step, episode_id, {IMAGE_COLUMN} FROM steps",
-            }.items():
-                counter.phase = name
-                answers[name] = session.query(statement)
-        finally:
-            session.close()
-        # opening fetches each footer once: a shard's last 64 KiB, what pyarrow reads to find it
-        assert counter.phase_totals("open")["GET"]["bytes_out"] <= 2 * FOOTER_READ_BYTES
-        for name in ("count", "group", "shards"):  # a few small columns, no footer again
-            assert 0 < _downloaded(counter, name) < image_bytes / 50, name
-        assert _downloaded(counter, "count again") == 0  # the session kept what it downloaded
-        assert _downloaded(counter, "images") > image_bytes  # asked for: every image is fetched
-        written = pa.concat_tables(catalog.read_shard(store, s.path) for s in catalog.list_shards(store))
+    store, counter = counted_s3_store
+    image_bytes = _write_image_shards(store)  # 2 shards, each ~99 % image
+    counter.phase = "open"
+    session = open_sql(store)
+    try:
+        assert len(session.shards) == 2 and not session.skipped
+        answers = {}
+        for name, statement in {
+            "count": "SELECT count(*) AS n FROM steps",
+            "group": "SELECT task_family, avg(reward) AS r FROM steps GROUP BY task_family ORDER BY 1",
+            "shards": "SELECT shard, steps FROM shards ORDER BY shard",
+            "count again": "SELECT count(*) AS n FROM steps",
+            "images": f"SELECT step, episode_id, {IMAGE_COLUMN} FROM steps",
+        }.items():
+            counter.phase = name
+            answers[name] = session.query(statement)
+    finally:
+        session.close()
+    # opening fetches each footer once: a shard's last 64 KiB, what pyarrow reads to find it
+    assert counter.phase_totals("open")["GET"]["bytes_out"] <= 2 * FOOTER_READ_BYTES
+    for name in ("count", "group", "shards"):  # a few small columns, no footer again
+        assert 0 < _downloaded(counter, name) < image_bytes / 50, name
+    assert _downloaded(counter, "count again") == 0  # the session kept what it downloaded
+    assert _downloaded(counter, "images") > image_bytes  # asked for: every image is fetched
+    written = pa.concat_tables(catalog.read_shard(store, s.path) for s in catalog.list_shards(store))
 
     def by_step(table: pa.Table) -> dict[tuple[str, int], bytes]:
         rows = table.select(["episode_id", "step", IMAGE_COLUMN]).to_pylist()

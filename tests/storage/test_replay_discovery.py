@@ -9,17 +9,16 @@ import io
 import uuid
 from datetime import UTC, date, datetime, timedelta
 
-import boto3
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from bench.s3_counter import counting_s3
+from bench.s3_counter import S3Counter
 from storage import catalog
 from storage.replay import Replay
 from storage.replay_config import ReplaySettings
 from storage.shards import shard_dir
-from storage.store import Store, atomic_put, open_store
+from storage.store import Store, atomic_put
 from storage.synthetic import synthetic_episode
 
 TODAY = datetime.now(UTC).date()
@@ -54,28 +53,25 @@ def _replay(store: Store, **kw) -> Replay:
     return Replay(store, ReplaySettings(min_size_steps=1, samples_per_insert=None, **kw))
 
 
-def test_a_scan_after_the_first_lists_only_recent_partitions_on_s3(monkeypatch) -> None:
-    with counting_s3() as (endpoint, counter):
-        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIADISTRLTEST0002")
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "distrl-test-secret-discovery")
-        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="distrl-disc")
-        store = open_store("s3://distrl-disc/run", endpoint_url=endpoint)
-        written = _history(store, days=20)  # 2 pools x 20 days x 2 shards
-        replay = _replay(store)
-        counter.phase = "first"
-        assert replay.ingest().shards == written
-        first = counter.phase_totals("first")["LIST"]["keys"]
-        assert first >= written  # the first scan lists the whole history
-        late = _put(store, "a", TODAY - timedelta(days=1), seed=1000)  # yesterday's partition, late
-        fresh = _put(store, "b", TODAY, seed=1001)
-        counter.phase = "second"
-        report = replay.ingest()
-        assert report.shards == 2 and {late, fresh} <= replay.catalog.known
-        listed = counter.phase_totals("second")["LIST"]["keys"]
-        # today's and yesterday's partitions of both pools: 2 x 2 x 2 shards, plus the 2 new ones
-        assert listed == 10, f"the second scan listed {listed} keys (the whole history is {written + 2})"
-        replay.close()
+def test_a_scan_after_the_first_lists_only_recent_partitions_on_s3(
+    counted_s3_store: tuple[Store, S3Counter],
+) -> None:
+    store, counter = counted_s3_store
+    written = _history(store, days=20)  # 2 pools x 20 days x 2 shards
+    replay = _replay(store)
+    counter.phase = "first"
+    assert replay.ingest().shards == written
+    first = counter.phase_totals("first")["LIST"]["keys"]
+    assert first >= written  # the first scan lists the whole history
+    late = _put(store, "a", TODAY - timedelta(days=1), seed=1000)  # yesterday's partition, late
+    fresh = _put(store, "b", TODAY, seed=1001)
+    counter.phase = "second"
+    report = replay.ingest()
+    assert report.shards == 2 and {late, fresh} <= replay.catalog.known
+    listed = counter.phase_totals("second")["LIST"]["keys"]
+    # today's and yesterday's partitions of both pools: 2 x 2 x 2 shards, plus the 2 new ones
+    assert listed == 10, f"the second scan listed {listed} keys (the whole history is {written + 2})"
+    replay.close()
 
 
 def test_late_shards_within_the_slack_are_found_and_a_restart_finds_the_rest(any_store: Store) -> None:
