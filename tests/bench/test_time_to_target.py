@@ -107,6 +107,17 @@ def test_parts_saved_before_the_evaluator_setting_count_as_the_thread_evaluator(
     assert load_parts(tmp_path, settings | {"evaluator_thread": False}) == []
 
 
+def test_parts_saved_before_the_base_setting_count_as_the_tiny_model(tmp_path):
+    settings = {k: 1 for k in PART_KEYS} | {"family": "general", "base": None}
+    save_part(tmp_path, settings, _run(0, "sync", [(0, 0.2)]))
+    path = tmp_path / "general-seed0-sync.json"
+    part = json.loads(path.read_text())
+    del part["settings"]["base"]  # as written before the setting existed
+    path.write_text(json.dumps(part))
+    assert [r["seed"] for r in load_parts(tmp_path, settings)] == [0]
+    assert load_parts(tmp_path, settings | {"base": "minilm"}) == []
+
+
 def test_a_run_refuses_to_overwrite_parts_made_with_other_settings(tmp_path):
     from bench.time_to_target import run_all
 
