@@ -86,7 +86,8 @@ class PostgresSettings(BaseSettings):
         "postgres",
         description="The unprivileged user the local server runs as when `distrl up` runs as root "
         "(PostgreSQL refuses root). Where that user cannot enter the stack's folder (a private home such "
-        "as `/root`), the cluster lives in `$TMPDIR/distrl-postgres-<hash>`, started empty at each `distrl up`.",
+        "as `/root`), the cluster lives in `$TMPDIR/distrl-postgres-<hash>`, started empty at each "
+        "`distrl up` (`--database auto` or `postgres`) and removed when it stops.",
     )
 
 
@@ -169,6 +170,10 @@ class LocalPostgres:
         self.os_user = settings.os_user if os.geteuid() == 0 else None
         self.password = secrets.token_urlsafe(24)
         register_secret(self.password, "postgres password")
+
+    def move_to(self, root: Path) -> None:
+        """Keep the cluster under `root` instead (before `init`; the password stays)."""
+        self.root, self.data = root, root / "data"
 
     def init(self) -> None:
         # The cluster is the stack's own and starts empty, as the stack's folder does: a cluster left
@@ -279,33 +284,42 @@ def recreate_databases(server: Server) -> None:
 
 def plan(run_dir: Path) -> Server | LocalPostgres:
     """DISTRL_POSTGRES_URL's server, or the one to start under `run_dir`; a bad setting fails here,
-    before anything starts."""
+    before anything starts. As root, when the server's user cannot enter `run_dir` (a stack folder
+    under a private home such as /root), its cluster lives apart (`cluster_outside`), for
+    `--database postgres` as for `auto`."""
     settings = PostgresSettings()
     if settings.url is not None:
         return parse_url(settings.url.get_secret_value())
-    return LocalPostgres(run_dir / "postgres", settings)
+    local = LocalPostgres(run_dir / "postgres", settings)
+    user = local.os_user
+    if user is not None and _user_exists(user) and not _can_enter(user, run_dir):
+        outside = cluster_outside(run_dir)
+        if _can_enter(user, outside.parent):
+            local.move_to(outside)
+    return local
 
 
 def plan_default(run_dir: Path) -> tuple[Server | LocalPostgres | None, str]:
     """`distrl up`'s default: PostgreSQL when DISTRL_POSTGRES_URL is set or the programs are installed
-    (and, as root, their unprivileged user exists; its cluster is under `run_dir`, or apart when that
-    user cannot enter `run_dir`); else None and a one-line note on SQLite."""
+    (and, as root, their unprivileged user exists and can reach its cluster, under `run_dir` or
+    apart); else None and a one-line note on SQLite."""
     try:
         planned = plan(run_dir)
     except PostgresMissing:
         return None, f"PostgreSQL is not installed (`make postgres-deps`): {SQLITE_NOTE}"
     user = planned.os_user if isinstance(planned, LocalPostgres) else None
-    if user is not None and not _user_exists(user):
+    if user is None:
+        return planned, ""
+    if not _user_exists(user):
         return None, f"no user {user!r} to run PostgreSQL as (it refuses root): {SQLITE_NOTE}"
-    if user is not None and not _can_enter(user, run_dir):
-        # A stack folder under a private home (/root) is common; the cluster then lives apart.
-        outside = cluster_outside(run_dir)
-        if not _can_enter(user, outside.parent):
-            return None, f"user {user!r} (PostgreSQL refuses root) cannot enter {run_dir}: {SQLITE_NOTE}"
-        return LocalPostgres(outside, PostgresSettings()), (
-            f"user {user!r} (PostgreSQL refuses root) cannot enter {run_dir}: the cluster is in {outside}"
-        )
-    return planned, ""
+    if _can_enter(user, run_dir):
+        return planned, ""
+    if planned.root != cluster_outside(run_dir):  # plan() found no folder apart the user can reach
+        return None, f"user {user!r} (PostgreSQL refuses root) cannot enter {run_dir}: {SQLITE_NOTE}"
+    return (
+        planned,
+        f"user {user!r} (PostgreSQL refuses root) cannot enter {run_dir}: the cluster is in {planned.root}",
+    )
 
 
 def remove_cluster_apart(run_dir: Path) -> None:

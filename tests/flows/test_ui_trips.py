@@ -103,12 +103,18 @@ def test_a_folder_the_server_user_cannot_enter_puts_the_cluster_apart(
     assert isinstance(planned, postgres.LocalPostgres)
     assert planned.root == postgres.cluster_outside(run_dir) and run_dir not in planned.root.parents
     assert "'nobody'" in note and "cannot enter" in note and str(planned.root) in note and "\n" not in note
+    direct = postgres.plan(run_dir)  # what `--database postgres` starts: apart as well, one password
+    assert isinstance(direct, postgres.LocalPostgres) and direct.root == planned.root
+    assert direct.data == planned.root / "data"
     # a temporary folder the user cannot reach either: SQLite, saying why
     shut = tmp_path / "shut"
     shut.mkdir(mode=0o700)
     monkeypatch.setattr(postgres.tempfile, "tempdir", str(shut))
     planned, note = postgres.plan_default(run_dir)
     assert planned is None and "'nobody'" in note and "SQLite" in note
+    assert (
+        postgres.plan(run_dir).root == run_dir / "postgres"
+    )  # nowhere apart: `--database postgres` names it on start
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="PostgreSQL runs as another user only when started as root")
