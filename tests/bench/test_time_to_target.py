@@ -96,26 +96,22 @@ def test_the_geometric_speedup_is_the_mean_of_logs_mapped_back():
     assert geometric_interval([3.0])["ci95"] is None
 
 
-def test_parts_saved_before_the_evaluator_setting_count_as_the_thread_evaluator(tmp_path):
-    settings = {k: 1 for k in PART_KEYS} | {"family": "general", "evaluator_thread": True}
+@pytest.mark.parametrize(
+    ("setting", "old_behaviour", "other"),
+    [("evaluator_thread", True, False), ("base", None, "minilm")],
+    ids=["evaluator-was-a-thread", "policy-was-tiny"],
+)
+def test_parts_saved_before_a_setting_existed_count_as_its_old_behaviour(
+    tmp_path, setting, old_behaviour, other
+):
+    settings = {k: 1 for k in PART_KEYS} | {"family": "general", setting: old_behaviour}
     save_part(tmp_path, settings, _run(0, "sync", [(0, 0.2)]))
     path = tmp_path / "general-seed0-sync.json"
     part = json.loads(path.read_text())
-    del part["settings"]["evaluator_thread"]  # as written before the setting existed
+    del part["settings"][setting]  # as written before the setting existed
     path.write_text(json.dumps(part))
     assert [r["seed"] for r in load_parts(tmp_path, settings)] == [0]
-    assert load_parts(tmp_path, settings | {"evaluator_thread": False}) == []
-
-
-def test_parts_saved_before_the_base_setting_count_as_the_tiny_model(tmp_path):
-    settings = {k: 1 for k in PART_KEYS} | {"family": "general", "base": None}
-    save_part(tmp_path, settings, _run(0, "sync", [(0, 0.2)]))
-    path = tmp_path / "general-seed0-sync.json"
-    part = json.loads(path.read_text())
-    del part["settings"]["base"]  # as written before the setting existed
-    path.write_text(json.dumps(part))
-    assert [r["seed"] for r in load_parts(tmp_path, settings)] == [0]
-    assert load_parts(tmp_path, settings | {"base": "minilm"}) == []
+    assert load_parts(tmp_path, settings | {setting: other}) == []
 
 
 def test_a_run_refuses_to_overwrite_parts_made_with_other_settings(tmp_path):
