@@ -307,9 +307,9 @@ def plan_default(run_dir: Path) -> tuple[Server | LocalPostgres | None, str]:
         planned = plan(run_dir)
     except PostgresMissing:
         return None, f"PostgreSQL is not installed (`make postgres-deps`): {SQLITE_NOTE}"
-    user = planned.os_user if isinstance(planned, LocalPostgres) else None
-    if user is None:
+    if not isinstance(planned, LocalPostgres) or planned.os_user is None:
         return planned, ""
+    user = planned.os_user
     if not _user_exists(user):
         return None, f"no user {user!r} to run PostgreSQL as (it refuses root): {SQLITE_NOTE}"
     if _can_enter(user, run_dir):
