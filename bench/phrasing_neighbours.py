@@ -9,7 +9,13 @@ matched to its nearest train instruction by cosine similarity. Per test phrasing
 of its tasks whose nearest train instruction has the same kind, the kinds found, and one example.
 No training, no test scores: only which neighbours the pretrained geometry offers.
 
-    python -m bench.phrasing_neighbours [--base minilm] [--family general] [--out bench/results/phrasing_neighbours.json]
+    python -m bench.phrasing_neighbours [--base minilm] [--family general] [--heldout test]
+        [--out bench/results/phrasing_neighbours.json]
+
+``--heldout`` names the held-out set and so the set it is matched against: test against train,
+a validation selection against the fit tasks trained beside it (validation: fit, validation_words:
+fit_words). A validation split that predicts test for this base should offer about as many
+wrong-kind neighbours as test does.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from typing import Any
 import torch
 
 from distrl_core.policy.pretrained import resolve_base
-from simulators.simdroid.tasks import load_tasks
+from simulators.simdroid.tasks import TRAINED_BESIDE, load_tasks
 
 
 def mean_pooled(vectors: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -80,7 +86,12 @@ def neighbours(train, test, train_vectors: torch.Tensor, test_vectors: torch.Ten
     same = sum(
         n.kind == t.kind for t, n in ((t, train[i]) for t, i in zip(test, index.tolist(), strict=True))
     )
-    return {"same_kind_share": same / len(test), "tasks": len(test), "templates": templates}
+    return {
+        "same_kind_share": same / len(test),
+        "mean_cosine": float(cosine.mean()),  # how far the held-out phrasings sit from training
+        "tasks": len(test),
+        "templates": templates,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,15 +102,22 @@ def main(argv: list[str] | None = None) -> int:
         "--base", default="minilm", help="an encoder base: 'minilm' (packaged) or a local folder"
     )
     parser.add_argument("--family", default="general", choices=["general", "webshop"])
+    parser.add_argument("--heldout", default="test", choices=sorted(TRAINED_BESIDE))
     parser.add_argument("--out", default="bench/results/phrasing_neighbours.json")
     args = parser.parse_args(argv)
     base = resolve_base(args.base)
-    train, test = load_tasks(args.family, "train"), load_tasks(args.family, "test")
+    beside = TRAINED_BESIDE[args.heldout]
+    train, test = load_tasks(args.family, beside), load_tasks(args.family, args.heldout)
     vectors = embed(base, [t.instruction for t in train + test])
     result = {
         "benchmark": "phrasing_neighbours",
-        "command": f"python -m bench.phrasing_neighbours --base {args.base} --family {args.family}",
+        "command": (
+            f"python -m bench.phrasing_neighbours --base {args.base} --family {args.family} "
+            f"--heldout {args.heldout}"
+        ),
         "base": args.base,
+        "heldout": args.heldout,
+        "matched_against": beside,
         "pooling": "mean of the last layer over real tokens, L2-normalised; cosine similarity",
         **neighbours(train, test, vectors[: len(train)], vectors[len(train) :]),
     }
@@ -112,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['example']['test']!r} -> {row['example']['nearest_train']!r}"
         )
     print(
-        f"nearest train instruction of the same kind: {result['same_kind_share']:.3f} of {result['tasks']} test tasks"
+        f"nearest {beside} instruction of the same kind: {result['same_kind_share']:.3f} "
+        f"of {result['tasks']} {args.heldout} tasks; mean cosine to it {result['mean_cosine']:.3f}"
     )
     print(f"wrote {out}")
     return 0

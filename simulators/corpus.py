@@ -15,7 +15,7 @@ from distrl_core.policy.vocabulary import CORPUS_SPLITS, VOCABULARY_DIR, vocabul
 from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
 from simulators.simdroid.device import SimDroidConfig
 from simulators.simdroid.expert import expert_action
-from simulators.simdroid.tasks import load_tasks, validation_split
+from simulators.simdroid.tasks import load_tasks
 
 __all__ = ["CORPUS_SPLITS", "corpus_words", "simdroid_corpus"]
 
@@ -23,15 +23,12 @@ __all__ = ["CORPUS_SPLITS", "corpus_words", "simdroid_corpus"]
 def simdroid_corpus(split: str = "train") -> list[str]:
     """Text a SimDroid policy reads: the split's instructions, every screen the scripted expert sees
     while solving them, and the candidate texts. Deterministic; a couple of seconds. "fit" and
-    "fit_words" are the train split less its validation tasks (``validation_split``, the second
-    with ``words=True``): a vocabulary built from them leaves validation's own words unknown."""
+    "fit_words" (and "fit_unseen") are the train split less its validation tasks
+    (``validation_split``, the second with ``words=True``; ``unseen_split``): a vocabulary built
+    from them leaves validation's own words unknown."""
     if split not in CORPUS_SPLITS:
         raise ValueError(f"simdroid_corpus split must be one of {CORPUS_SPLITS}, got {split!r}")
-    tasks = (
-        validation_split(words=split == "fit_words")[0]
-        if split.startswith("fit")
-        else load_tasks(split=split)
-    )
+    tasks = load_tasks(split=split)
 
     env = SimDroidEnv(SimDroidEnvConfig(device=SimDroidConfig(distractor_prob=0.5), screenshots=False))
     texts: list[str] = []

@@ -28,7 +28,7 @@ from simulators.simdroid.tasks import load_tasks
 
 __all__ = ["WarmStartConfig", "collect_demonstrations", "supervised_warm_start"]
 
-TRAIN_SETS = ("train", "fit", "fit_words")  # the task sets a warm start may learn from
+TRAIN_SETS = ("train", "fit", "fit_words", "fit_unseen")  # the task sets a warm start may learn from
 
 
 @dataclass

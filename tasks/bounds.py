@@ -13,7 +13,9 @@ from typing import Literal
 
 Family = Literal["general", "webshop"]  # distrl_core.envs.protocol.FAMILIES
 # simulators.simdroid.tasks.SPLIT_CHOICES: the splits, then the selections carved from train
-Split = Literal["train", "test", "fit", "validation", "fit_words", "validation_words"]
+Split = Literal[
+    "train", "test", "fit", "validation", "fit_words", "validation_words", "fit_unseen", "validation_unseen"
+]
 
 MAX_SEED = 2**32 - 1  # numpy's legacy seeding and most RNGs take 32 bits; negative seeds fail in numpy
 MAX_THREADS = 256  # collectors or environments in one process: each holds a policy or an emulator

@@ -23,7 +23,7 @@ from simulators.evaluation import (
     estimate_success,
     outcomes_from_text,
 )
-from simulators.simdroid.tasks import load_tasks
+from simulators.simdroid.tasks import TRAINED_BESIDE, load_tasks
 from storage.registry import CHAMPION, PolicyRegistry
 from tasks import curve_links, heldout_curve
 from tasks.mlflow_metrics import log_metrics, start_tracked_run
@@ -42,14 +42,10 @@ PROTOCOL_TAG = "heldout_protocol"
 OUTCOMES_TAG = "heldout_outcomes"
 
 
-# The tasks a held-out set is measured against "in distribution": what was trained on beside it.
-_TRAINED_BESIDE = {"test": "train", "validation": "fit", "validation_words": "fit_words"}
-
-
 def in_distribution_split(split: str) -> str:
     """The task set trained on beside the held-out `split` (test: train; validation_words: fit_words):
     an evaluation on validation never loads the test split, nor scores the validation tasks as trained."""
-    return _TRAINED_BESIDE.get(split, split)
+    return TRAINED_BESIDE.get(split, split)
 
 
 def protocol_name(split: str, family: str | None, episodes_per_task: int, seed: int) -> str:

@@ -9,7 +9,7 @@ __all__ = ["EncoderSettings", "LoraSettings", "PolicyConfig", "TinyModelConfig"]
 
 MODES = ("scoring", "generative")
 CRITICS = ("separate", "shared", "detached")
-VOCABULARIES = ("train", "fit", "fit_words")
+VOCABULARIES = ("train", "fit", "fit_words", "fit_unseen")
 
 
 @dataclass
@@ -116,9 +116,10 @@ class PolicyConfig:
     - ``seed``: seed of the action sampler.
     - ``tokenizer_extra_words``: words added to the default tokenizer's vocabulary.
     - ``vocabulary``: the task texts the tiny default's word vocabulary is built from: "train"
-      (the default), or "fit_words" / "fit" (the train split less the validation tasks of
-      ``validation_split(words=True)`` / ``validation_split()``), so that choices made on that
-      validation split see its unseen words as [UNK], as the test split's are.
+      (the default), or "fit_words" / "fit" / "fit_unseen" (the train split less the validation
+      tasks of ``validation_split(words=True)`` / ``validation_split()`` / ``unseen_split()``), so
+      that choices made on that validation split see its unseen words as [UNK], as the test
+      split's are.
     - ``encoder``: settings of an encoder base (``base`` is then a BERT-style encoder, not a
       causal LM; scoring mode, no LoRA: its top layers are trained instead); None otherwise.
     """
@@ -137,7 +138,7 @@ class PolicyConfig:
     device: str = "auto"
     seed: int = 0
     tokenizer_extra_words: list[str] = field(default_factory=list)
-    vocabulary: Literal["train", "fit", "fit_words"] = "train"
+    vocabulary: Literal["train", "fit", "fit_words", "fit_unseen"] = "train"
     encoder: EncoderSettings | None = None
 
     def __post_init__(self) -> None:

@@ -13,8 +13,9 @@ from pathlib import Path
 __all__ = ["CORPUS_SPLITS", "VOCABULARY_DIR", "vocabulary_path", "vocabulary_words"]
 
 VOCABULARY_DIR = Path(__file__).resolve().parent / "vocabulary"
-# "fit" and "fit_words": the train split less its validation tasks (the second with words=True)
-CORPUS_SPLITS = ("train", "test", "fit", "fit_words")
+# "fit", "fit_words", "fit_unseen": the train split less its validation tasks (validation_split,
+# with words=True, unseen_split)
+CORPUS_SPLITS = ("train", "test", "fit", "fit_words", "fit_unseen")
 
 
 def vocabulary_path(split: str) -> Path:

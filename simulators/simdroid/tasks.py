@@ -7,7 +7,9 @@ deterministic (a fixed-seed RNG, no randomness at import).
 
 Choices made while tuning never look at test: ``load_tasks`` also takes the selections carved from
 train by ``validation_split`` ("fit"/"validation", and "fit_words"/"validation_words" whose
-validation phrasings hold words no fit task has); a task's own ``split`` stays "train".
+validation phrasings hold words no fit task has) and ``unseen_split`` ("fit_unseen"/
+"validation_unseen": unseen phrasings and unseen parameters, as test); a task's own ``split``
+stays "train".
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import random
 import re
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from typing import Any
 
@@ -40,9 +42,17 @@ from simulators.simdroid.task_text import (
     format_12h,
 )
 
-# Task sets carved from train by `validation_split` (the "_words" pair with words=True).
-SELECTIONS = ("fit", "validation", "fit_words", "validation_words")
+# Task sets carved from train by `validation_split` (the "_words" pair with words=True) and
+# `unseen_split` (the "_unseen" pair).
+SELECTIONS = ("fit", "validation", "fit_words", "validation_words", "fit_unseen", "validation_unseen")
 SPLIT_CHOICES = (*SPLITS, *SELECTIONS)  # what `load_tasks(split=...)` accepts
+# A held-out set -> the set trained on beside it (what it is "in distribution" against).
+TRAINED_BESIDE = {
+    "test": "train",
+    "validation": "fit",
+    "validation_words": "fit_words",
+    "validation_unseen": "fit_unseen",
+}
 HORIZONS = {"general": 10, "webshop": 20}  # DigiRL's horizons for AitW General / Web Shopping
 
 
@@ -183,7 +193,7 @@ def _all_tasks() -> tuple[Task, ...]:
 
 @cache
 def _index() -> dict[str, Task]:
-    return {task.task_id: task for task in _all_tasks()}
+    return {task.task_id: task for task in (*_all_tasks(), *unseen_split()[1])}
 
 
 def load_tasks(family: str | None = None, split: str | None = None) -> list[Task]:
@@ -194,8 +204,8 @@ def load_tasks(family: str | None = None, split: str | None = None) -> list[Task
         raise ValueError(f"unknown task family {family!r}; expected one of {FAMILIES}")
     if split is not None and split not in SPLIT_CHOICES:
         raise ValueError(
-            f"unknown split {split!r}; expected one of {SPLIT_CHOICES} (the last four are carved from "
-            "train by validation_split)"
+            f"unknown split {split!r}; expected one of {SPLIT_CHOICES} (all but the first two are "
+            "carved from train by validation_split or unseen_split)"
         )
     if split in SELECTIONS:
         return list(_selection(family, split))
@@ -209,7 +219,10 @@ def load_tasks(family: str | None = None, split: str | None = None) -> list[Task
 @cache
 def _selection(family: str | None, name: str) -> tuple[Task, ...]:
     """A selection of ``SELECTIONS``, computed once (collectors load their pool every batch)."""
-    fit, validation = validation_split(family, words=name.endswith("_words"))
+    if name.endswith("_unseen"):
+        fit, validation = unseen_split(family)
+    else:
+        fit, validation = validation_split(family, words=name.endswith("_words"))
     return tuple(fit if name.startswith("fit") else validation)
 
 
@@ -247,14 +260,23 @@ def _template_words(template: str) -> set[str]:
     return {w for w in re.findall(r"[a-z]+", re.sub(r"\{[^}]*\}", " ", template).lower())} - _COMMON_WORDS
 
 
+def _train_template_groups() -> list[list[tuple[str, str]]]:
+    """The train phrasing templates, one list of (id, text) per task kind."""
+    return [
+        APP_TEMPLATES["train"], TOGGLE_TEMPLATES["train"], ALARM_TEMPLATES["train"],
+        SEARCH_TEMPLATES["train"], BRIGHTNESS_TEMPLATES["train"], *SHOP_TEMPLATES["train"].values(),
+    ]  # fmt: skip
+
+
+def train_templates() -> list[tuple[str, str]]:
+    return [pair for group in _train_template_groups() for pair in group]
+
+
 @cache
 def word_holdout_templates() -> tuple[str, ...]:
     """Per task kind, the id of the train template with the most words that no other train template
     holds (ties: the lowest id); a kind whose templates share all their words keeps ``*-train-0``."""
-    groups = [
-        APP_TEMPLATES["train"], TOGGLE_TEMPLATES["train"], ALARM_TEMPLATES["train"],
-        SEARCH_TEMPLATES["train"], BRIGHTNESS_TEMPLATES["train"], *SHOP_TEMPLATES["train"].values(),
-    ]  # fmt: skip
+    groups = _train_template_groups()
     every = [(tid, _template_words(text)) for group in groups for tid, text in group]
     chosen = []
     for group in groups:
@@ -265,6 +287,81 @@ def word_holdout_templates() -> tuple[str, ...]:
         best = max(scored)
         chosen.append(best[2] if best[0] > 0 else group[0][0])
     return tuple(chosen)
+
+
+# What a task asks for, per kind: the parameter the test split holds out for that kind.
+PARAMETER_OF: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "open_app": lambda p: p["app"],
+    "toggle_setting": lambda p: (p["setting"], p["on"]),
+    "set_alarm": lambda p: (p["hour"], p["minute"]),
+    "web_search": lambda p: p["query"],
+    "set_brightness": lambda p: p["percent"],
+    "shop_open_site": lambda p: p["site"],
+    "shop_search": lambda p: p["query"],
+    "shop_add_to_cart": lambda p: p["query"],
+}
+
+
+def _template_fields(task: Task) -> dict[str, Any]:
+    """The fields a phrasing template of ``task``'s kind is formatted with, from its params."""
+    p = task.params
+    match task.kind:
+        case "open_app":
+            return {"app": p["app"]}
+        case "toggle_setting":
+            on = p["on"]
+            return {"name": TOGGLE_NAMES[p["setting"]], "on_off": "on" if on else "off",
+                    "Enable": "Enable" if on else "Disable"}  # fmt: skip
+        case "set_alarm":
+            return {"h12": format_12h(p["hour"], p["minute"]), "h24": f"{p['hour']:02d}:{p['minute']:02d}"}
+        case "web_search":
+            return {"q": p["query"]}
+        case "set_brightness":
+            return {"p": p["percent"]}
+    return {"site": p["site"], "q": p.get("query")}  # the shop kinds
+
+
+def _template_family(template_id: str) -> str:
+    """'alarm-train-3' -> 'alarm': the templates one held-out template stands in for."""
+    return template_id.split("-", 1)[0]
+
+
+@cache
+def unseen_split(family: str | None = None) -> tuple[list[Task], list[Task]]:
+    """(fit, validation) mirroring what test holds out: unseen phrasings *and* unseen parameters.
+
+    ``validation_split(words=True)`` holds out phrasings only, so a validation task's app, query or
+    time is also in some fit task; a sentence encoder then finds its fit twin by those words (a
+    search phrasing lands next to the same query in another phrasing), which test never offers.
+    Here, per task kind, every fourth parameter (sorted) is held out as well as the kind's
+    word-holdout template. Fit is the train tasks with neither; validation is each train task with
+    a held parameter, rephrased with its kind's held template (id ``<train id>-unseen``, one per
+    instruction). Train tasks with just one of the two held belong to neither."""
+    templates = {tid: text for tid, text in train_templates()}
+    held_template = {_template_family(tid): tid for tid in word_holdout_templates()}
+    train = load_tasks(family, "train")
+    by_kind: dict[str, set[Any]] = {}
+    for task in train:
+        by_kind.setdefault(task.kind, set()).add(PARAMETER_OF[task.kind](task.params))
+    held_parameters = {
+        kind: set(_held_out(sorted(values, key=str), every=4)[1]) for kind, values in by_kind.items()
+    }
+    fit: list[Task] = []
+    validation: dict[str, Task] = {}
+    for task in train:
+        template = str(task.params["template"])
+        held = held_template[_template_family(template)]
+        if PARAMETER_OF[task.kind](task.params) not in held_parameters[task.kind]:
+            if template != held:
+                fit.append(task)
+            continue
+        instruction = templates[held].format(**_template_fields(task))
+        validation.setdefault(instruction, Task(
+            task_id=f"{task.task_id}-unseen", family=task.family, kind=task.kind,
+            instruction=instruction, split=task.split, horizon=task.horizon,
+            params={**task.params, "template": held},
+        ))  # fmt: skip
+    return fit, list(validation.values())
 
 
 def get_task(task_id: str) -> Task:

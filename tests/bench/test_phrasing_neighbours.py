@@ -54,3 +54,5 @@ def test_a_template_whose_neighbours_are_of_another_kind_scores_zero():
     assert result["templates"]["app-test-0"]["same_kind_share"] == 1.0
     assert result["same_kind_share"] == pytest.approx(2 / 3)
     assert result["templates"]["search-test-0"]["example"]["nearest_train"] == "Open News"
+    expected_cosines = [float(test_vectors[0, 0]), float(test_vectors[1, 1]), float(test_vectors[2, 0])]
+    assert result["mean_cosine"] == pytest.approx(sum(expected_cosines) / 3, abs=1e-6)

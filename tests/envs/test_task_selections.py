@@ -3,16 +3,29 @@ place that names a split taking them where they make sense."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from pydantic import ValidationError
 
 from distrl_core.policy.tokenizer import split_words
 from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
-from simulators.simdroid.tasks import SELECTIONS, SPLIT_CHOICES, load_tasks, validation_split
+from simulators.simdroid.tasks import (
+    PARAMETER_OF,
+    SELECTIONS,
+    SPLIT_CHOICES,
+    get_task,
+    load_tasks,
+    train_templates,
+    unseen_split,
+    validation_split,
+)
 from simulators.warm_start import WarmStartConfig
 from tasks.collector import CollectorParams
 from tasks.evaluation import in_distribution_split
 from tasks.evaluator import EvaluatorParams
+
+TRAIN_TEMPLATES = train_templates()
 
 
 def _ids(tasks: list) -> set[str]:
@@ -86,4 +99,35 @@ def test_in_distribution_is_what_was_trained_on_beside_the_held_out_set() -> Non
     assert in_distribution_split("test") == "train"
     assert in_distribution_split("validation_words") == "fit_words"
     assert in_distribution_split("validation") == "fit"
+    assert in_distribution_split("validation_unseen") == "fit_unseen"
     assert in_distribution_split("fit_words") == "fit_words"  # scored on trained tasks: nothing beside
+
+
+@pytest.mark.parametrize("family", ["general", "webshop"])
+def test_the_unseen_split_holds_out_parameters_as_well_as_phrasings(family: str) -> None:
+    fit, validation = load_tasks(family, "fit_unseen"), load_tasks(family, "validation_unseen")
+    assert (fit, validation) == unseen_split(family)
+    assert fit and validation and _ids(fit) <= _ids(load_tasks(family, "train"))
+    fit_templates = {t.params["template"] for t in fit}
+    fit_parameters = {(t.kind, PARAMETER_OF[t.kind](t.params)) for t in fit}
+    for task in validation:
+        # each is a train task rephrased: its phrasing and its app/query/time/... are both unseen
+        assert task.task_id.endswith("-unseen") and get_task(task.task_id) == task
+        original = get_task(task.task_id.removesuffix("-unseen"))
+        assert original.split == task.split == "train" and original.kind == task.kind
+        assert task.params["template"] not in fit_templates
+        assert (task.kind, PARAMETER_OF[task.kind](task.params)) not in fit_parameters
+        assert {k: v for k, v in task.params.items() if k != "template"} == {
+            k: v for k, v in original.params.items() if k != "template"
+        }
+    assert len({t.instruction for t in validation}) == len(validation)
+
+
+def test_an_unseen_validation_task_is_phrased_by_its_held_template() -> None:
+    by_id = dict(TRAIN_TEMPLATES)
+    for task in load_tasks("general", "validation_unseen"):
+        pattern = re.escape(by_id[task.params["template"]])
+        pattern = re.sub(r"\\\{[^}]*\\\}", ".+", pattern)  # each {field} matches its value
+        assert re.fullmatch(pattern, task.instruction), (task.params["template"], task.instruction)
+    app = next(t for t in load_tasks("general", "validation_unseen") if t.kind == "open_app")
+    assert app.params["app"] in app.instruction
