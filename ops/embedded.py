@@ -18,6 +18,12 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+# Every Prefect client retries a 503 ("database is locked" on a loaded SQLite server) with backoff
+# 2, 4, ... 2**N s, uncapped: 8 retries wait at most ~8.5 minutes in all. With 20 (as before) the
+# 11th try alone sleeps ~34 minutes: a collector found sleeping in that retry loop held a finished
+# 30-minute run open ~32 minutes past its budget (bench.time_to_target, 2026-12-04: 3,886 s).
+CLIENT_MAX_RETRIES = 8
+
 FIRST_START_LOCK = ".first-start.lock"
 FIRST_START_DONE = ".first-start"  # + .prefect / .mlflow: the version that created it
 
@@ -44,7 +50,7 @@ def configure_embedded(
         # The ephemeral API is SQLite-backed: on a loaded 2-core machine it starts slowly and answers
         # 503 ("database is locked") under bursts of task runs; the client retries 503 with backoff.
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
-        "PREFECT_CLIENT_MAX_RETRIES": "20",
+        "PREFECT_CLIENT_MAX_RETRIES": str(CLIENT_MAX_RETRIES),
         "PREFECT_SERVER_DATABASE_TIMEOUT": "60",
         "PREFECT_SERVER_DATABASE_CONNECTION_TIMEOUT": "30",
     }

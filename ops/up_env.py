@@ -27,14 +27,15 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ops import postgres
+from ops.embedded import CLIENT_MAX_RETRIES
 
 if TYPE_CHECKING:
     from ops.up import Stack
 
 HOST = "127.0.0.1"
 # One SQLite-backed server for every role: under bursts of task runs it answers 503 for a while;
-# every client (workers, flow runs, `Stack.api`) retries 503 with exponential backoff (2, 4, ... 256 s).
-CLIENT_MAX_RETRIES = 8
+# every client (workers, flow runs, `Stack.api`) retries 503 with exponential backoff (2, 4, ... 256 s),
+# as the embedded server's clients do (ops.embedded.CLIENT_MAX_RETRIES).
 DUMMY_S3_KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 JUDGE_KEYS = ("DISTRL_JUDGE_API_KEY", "OPENAI_API_KEY")
 
