@@ -326,7 +326,6 @@ def _template_family(template_id: str) -> str:
     return template_id.split("-", 1)[0]
 
 
-@cache
 def unseen_split(family: str | None = None) -> tuple[list[Task], list[Task]]:
     """(fit, validation) mirroring what test holds out: unseen phrasings *and* unseen parameters.
 
