@@ -96,6 +96,7 @@ def run_one(model: str, args: argparse.Namespace) -> dict:
         config = PolicyConfig(base=args.base, encoder=EncoderSettings(), device=device, seed=args.seed)
     else:
         config = PolicyConfig(base=args.base, lora=LoraSettings(), device=device, seed=args.seed)
+    # Acting latency only: the weights do not change inside it (see the learning run below).
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device == "cuda" and args.bf16)
     learner_threads = args.threads or torch.get_num_threads()
     result: dict = {"model": model, "base": config.base, "settings": describe_defaults(config)}
@@ -147,17 +148,17 @@ def run_one(model: str, args: argparse.Namespace) -> dict:
     # The first update pays for kernel compilation and allocator warm-up (seconds on a GPU, where a
     # tiny update then takes milliseconds): the share is sized from the second one.
     budget_started = time.perf_counter()
-    with autocast:
-        first = supervised_warm_start(policy, demos.rows, WarmStartConfig(**{**warm.__dict__, "updates": 1}))
-        second_started = time.perf_counter()
-        first += supervised_warm_start(policy, demos.rows, WarmStartConfig(**{**warm.__dict__, "updates": 1}))
+    # Training is never wrapped in autocast (distrl_core.learner.precision): the SFT runs in float32
+    # and the learner autocasts each forward pass itself when --bf16 is set.
+    first = supervised_warm_start(policy, demos.rows, WarmStartConfig(**{**warm.__dict__, "updates": 1}))
+    second_started = time.perf_counter()
+    first += supervised_warm_start(policy, demos.rows, WarmStartConfig(**{**warm.__dict__, "updates": 1}))
     per_update = time.perf_counter() - second_started
     spent = time.perf_counter() - budget_started
     sft_updates = max(0, int((args.budget_seconds * args.warm_start_share - spent) / per_update))
-    with autocast:
-        history = first + supervised_warm_start(
-            policy, demos.rows, WarmStartConfig(**{**warm.__dict__, "updates": sft_updates})
-        )
+    history = first + supervised_warm_start(
+        policy, demos.rows, WarmStartConfig(**{**warm.__dict__, "updates": sft_updates})
+    )
     result["warm_start"] = {
         "updates": len(history),
         "seconds": time.perf_counter() - budget_started,
@@ -187,14 +188,13 @@ def run_one(model: str, args: argparse.Namespace) -> dict:
         if elapsed >= args.budget_seconds:
             raise _BudgetSpent
 
-    with autocast, contextlib.suppress(_BudgetSpent):
+    with contextlib.suppress(_BudgetSpent):
         train_rounds(learner, loop, on_round)
     result["rounds"] = rounds
     result["budget_used_s"] = time.perf_counter() - budget_started
     result["rl_updates"] = learner.updates
     test_tasks = load_tasks("general", "test")[: args.final_eval_tasks]
-    with autocast:
-        result["final_heldout_success"] = evaluate_success(policy, test_tasks, loop.env, parallel=16)
+    result["final_heldout_success"] = evaluate_success(policy, test_tasks, loop.env, parallel=16)
     result["final_eval_tasks"] = len(test_tasks)
     result |= _memory(device)
     return result
@@ -245,7 +245,11 @@ def main() -> int:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--budget-seconds", type=float, default=300.0, help="warm start + A-RIDE, per model")
     parser.add_argument("--warm-start-share", type=float, default=0.3)
-    parser.add_argument("--bf16", action="store_true", help="bfloat16 autocast (CUDA only)")
+    parser.add_argument(
+        "--bf16",
+        action="store_true",
+        help="bfloat16: acting latency and the learner's forward passes (CUDA only)",
+    )
     parser.add_argument("--out", default="bench/results/pretrained.json")
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--batch-size", type=int, default=16, help="trajectories per SFT / RL update")

@@ -19,6 +19,7 @@ import torch
 from distrl_core.algos.masking import masked_mean
 from distrl_core.envs.protocol import Task
 from distrl_core.learner.batch import StepBatch
+from distrl_core.learner.precision import refuse_outer_autocast
 from distrl_core.policy.defaults import training_defaults
 from distrl_core.policy.model import Policy
 from simulators.rollout import RolloutConfig, RolloutResult, expert_actor, run_episodes
@@ -104,6 +105,7 @@ def supervised_warm_start(
     outside its candidate set are skipped). The critics are left alone: fitted to the expert's
     returns they would badly overestimate the warm-started policy's. Returns per-update metrics."""
     config = config or WarmStartConfig()
+    refuse_outer_autocast("supervised_warm_start")
     episodes: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         if row["episode_success"] or not config.successful_only:

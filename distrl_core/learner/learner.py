@@ -27,6 +27,7 @@ from distrl_core.learner.batch import StepBatch
 from distrl_core.learner.config import DEFAULT_MICRO_BATCH_SIZE, LearnerConfig
 from distrl_core.learner.losses import Loss, Objective, make_loss
 from distrl_core.learner.losses.base import BatchInputs
+from distrl_core.learner.precision import autocast, refuse_outer_autocast
 from distrl_core.learner.task_stats import TaskStats, options_active
 from distrl_core.policy.defaults import training_defaults
 from distrl_core.policy.model import Policy
@@ -112,12 +113,6 @@ class MicroBatchLoss(nn.Module):
             objective, actor_loss=actor_loss.detach(), critic_loss=objective.critic_loss.detach()
         )
         return total, MicroBatchPart(detached, out.known)
-
-
-def autocast(device: torch.device, cfg: LearnerConfig) -> torch.autocast:
-    """bfloat16 only on CUDA: CPU autocast is slower than float32 on the tiny model, and the
-    learner's tests compare CPU updates to 1e-6."""
-    return torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda" and cfg.mixed_precision)
 
 
 class Learner:
@@ -226,6 +221,7 @@ class Learner:
 
             metrics, priorities = learner.update(StepBatch.from_rows(rows, is_weights))
         """
+        refuse_outer_autocast("Learner.update")
         started = time.perf_counter()
         batch = self._prepared(batch)
         mask = self._fresh_rows(batch)
