@@ -15,9 +15,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from distrl_core.envs.protocol import Task
 from distrl_core.learner import LearnerConfig
 from distrl_core.learner.config import ALGORITHMS, Algorithm
 from distrl_core.learner.losses import field_readers
+from distrl_core.policy import LoraSettings, PolicyConfig
+from distrl_core.policy.config import EncoderSettings, TinyModelConfig
+from distrl_core.policy.pretrained import is_encoder_folder, resolve_base
+from simulators.simdroid.tasks import TRAINED_BESIDE, load_tasks
 from simulators.warm_start import WarmStartConfig
 
 
@@ -66,8 +71,13 @@ class CurveSettings:
     validation_words: bool = False
     """With ``validation``: hold out templates with words no fit template has
     (``validation_split(words=True)``), the tiny vocabulary built from the fit tasks alone."""
+    validation_unseen: bool = False
+    """With ``validation``: the validation_unseen selection (a held-out template *and* parameter
+    per task, as test holds out both), trained beside fit_unseen, whose vocabulary the tiny model uses."""
     base: str | None = None
-    """A pretrained base folder adapted with LoRA; None: the tiny default model."""
+    """A pretrained base ("minilm", "smollm2" or a folder); None: the tiny default model."""
+    encoder_layers: int = 1
+    """An encoder base's top layers trained (EncoderSettings.trainable_layers; 0: the heads alone)."""
     behaviour_lag: int = 0
     """Collectors act with the weights of this many versions ago (LoopConfig.behaviour_lag)."""
 
@@ -79,10 +89,55 @@ class CurveSettings:
             )
         if self.behaviour_lag < 0:
             raise ValueError(f"behaviour_lag={self.behaviour_lag} must be >= 0")
+        if (self.validation_words or self.validation_unseen) and not self.validation:
+            raise ValueError(
+                "--validation-words and --validation-unseen select a validation split: add --validation"
+            )
+        if self.validation_words and self.validation_unseen:
+            raise ValueError("--validation-words and --validation-unseen are two selections: pick one")
+        if self.encoder_layers < 0:
+            raise ValueError(f"encoder_layers={self.encoder_layers} must be >= 0 (0: the heads alone)")
         # A bad override fails here, in the parent, not in every worker process.
         for algorithm in ALGORITHMS:
             LearnerConfig(algorithm=algorithm, **self.learner_for(algorithm))
         WarmStartConfig(**self.warm)
+
+    @property
+    def heldout_split(self) -> str:
+        """The tasks evaluated on (those trained on: TRAINED_BESIDE of it)."""
+        if not self.validation:
+            return "test"
+        return (
+            "validation_unseen"
+            if self.validation_unseen
+            else "validation_words"
+            if self.validation_words
+            else "validation"
+        )
+
+    def splits(self, family: str) -> tuple[list[Task], list[Task]]:
+        """(train, evaluation) tasks: train and test, or a validation selection and the fit tasks
+        beside it (simulators.simdroid.tasks: validation moves each kind's ``*-train-0`` template out
+        of train; validation_words the template with words no other has; validation_unseen that one
+        and every fourth parameter)."""
+        held = self.heldout_split
+        return load_tasks(family, TRAINED_BESIDE[held]), load_tasks(family, held)
+
+    def policy_config(self, seed: int) -> PolicyConfig:
+        """The tiny default (initial weights from the seed, its vocabulary from the tasks trained on),
+        an encoder base (its top ``encoder_layers`` trained) or a causal LM adapted with LoRA, whose
+        learning rates and micro-batches then follow from it (distrl_core.policy.defaults)."""
+        vocabulary = (
+            "train" if self.heldout_split in ("test", "validation") else TRAINED_BESIDE[self.heldout_split]
+        )
+        if self.base is None:
+            tiny = TinyModelConfig(seed=seed)
+            return PolicyConfig(device="cpu", seed=seed, tiny=tiny, vocabulary=vocabulary)
+        base = resolve_base(self.base)
+        if is_encoder_folder(base):
+            encoder = EncoderSettings(trainable_layers=self.encoder_layers)
+            return PolicyConfig(base=base, encoder=encoder, device="cpu", seed=seed)
+        return PolicyConfig(base=base, lora=LoraSettings(), device="cpu", seed=seed)
 
     def learner_for(self, algorithm: Algorithm) -> dict[str, Any]:
         """The ``learner`` overrides ``algorithm`` reads (LearnerConfig refuses the others)."""
@@ -117,6 +172,11 @@ def add_curve_arguments(parser: argparse.ArgumentParser, *, env_steps: int = 800
         "--validation-words",
         action="store_true",
         help="with --validation: the split that holds out words too (the tiny vocabulary from fit tasks)",
+    )
+    parser.add_argument(
+        "--validation-unseen",
+        action="store_true",
+        help="with --validation: the split that holds out a template and a parameter per task, as test does",
     )
     parser.add_argument(
         "--learner", nargs="*", default=[], metavar="KEY=VALUE", help="LearnerConfig overrides"

@@ -7,12 +7,14 @@ seeds the mean gain and final success with 95 % t-intervals, and how many seeds 
 ``--target`` with disjoint intervals. Writes bench/results/demo_seeds.json (or ``--out``).
 
     .venv/bin/python -m bench.demo_seeds [--seeds 0 1 2 3 4] [--minutes 6] [--target 0.15]
-        [--warm-start-updates 300] [--base minilm | --pretrained] [--validation] [--reuse-kept]
+        [--warm-start-updates 300] [--base minilm | --pretrained] [--encoder-layers K] [--validation]
+        [--validation-split validation_unseen] [--reuse-kept]
 
 Each seed's summary is kept under ``--root``/<folder>/seed<s>/, the folder named by the settings:
 ``ws<updates>-<minutes>min`` for the tiny default on test, prefixed by the base (``minilm-``) and
 by ``val-`` with ``--validation`` (held-out scores on validation_words, the test split never
-loaded), so that validation and test results never mix. With ``--reuse-kept`` a seed already kept
+loaded; ``val-unseen-`` with ``--validation-split validation_unseen``), so that validation and test
+results never mix. With ``--reuse-kept`` a seed already kept
 there is read, not run again, so the five seeds can be run in parts across sessions and reported
 together. ``--validation`` writes bench/results/demo_seeds_validation.json unless ``--out`` says.
 """
@@ -43,6 +45,8 @@ class DemoSettings:
     warm_start_updates: int | None = None
     base: str | None = None
     validation: bool = False
+    validation_split: str = "validation_words"  # the selection a validation run scores
+    encoder_layers: int | None = None  # an encoder base's top layers trained (None: its default)
 
     def flags(self) -> list[str]:
         """The demo's options beyond --seed and --minutes."""
@@ -50,7 +54,11 @@ class DemoSettings:
             [] if self.warm_start_updates is None else ["--warm-start-updates", str(self.warm_start_updates)]
         )
         flags += [] if self.base is None else ["--base", self.base]
-        return flags + (["--validation"] if self.validation else [])
+        flags += [] if self.encoder_layers is None else ["--encoder-layers", str(self.encoder_layers)]
+        if not self.validation:
+            return flags
+        other = self.validation_split != "validation_words"
+        return [*flags, "--validation", *(["--validation-split", self.validation_split] if other else [])]
 
     def argv(self, seed: int) -> list[str]:
         """The demo's command line for `seed`."""
@@ -59,14 +67,17 @@ class DemoSettings:
 
     @property
     def heldout_split(self) -> str:
-        return "validation_words" if self.validation else "test"
+        return self.validation_split if self.validation else "test"
 
     def folder(self) -> str:
         """The kept runs' folder name: one per setting, validation apart from test."""
         base = "" if self.base is None else re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(self.base).name) + "-"
+        base += "" if self.encoder_layers is None else f"L{self.encoder_layers}-"
         updates = "default" if self.warm_start_updates is None else self.warm_start_updates
         name = f"{base}ws{updates}-{self.minutes:g}min"
-        return f"val-{name}" if self.validation else name
+        if not self.validation:
+            return name
+        return f"val-{name}" if self.validation_split == "validation_words" else f"val-unseen-{name}"
 
 
 def run_seed(seed: int, settings: DemoSettings, root: Path) -> dict[str, Any]:
@@ -104,10 +115,11 @@ def kept_run(path: Path, settings: DemoSettings) -> dict[str, Any] | None:
     return run | {"reused_from": str(path)}
 
 
-def out_name(out: str | None, validation: bool) -> str:
+def out_name(out: str | None, validation: bool, validation_split: str = "validation_words") -> str:
     """`write_result`'s name for --out: the file given (a name under bench/results, or a path), its
-    dots kept; by default demo_seeds, or demo_seeds_validation for validation runs."""
-    out = out or ("demo_seeds_validation" if validation else "demo_seeds")
+    dots kept; by default demo_seeds, or demo_seeds_validation (_unseen) for validation runs."""
+    default = "demo_seeds_validation" + ("" if validation_split == "validation_words" else "_unseen")
+    out = out or (default if validation else "demo_seeds")
     return out if out.endswith(".json") else f"{out}.json"
 
 
@@ -149,9 +161,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the demo's --pretrained",
     )
     parser.add_argument(
+        "--encoder-layers",
+        type=int,
+        default=None,
+        help="the demo's --encoder-layers (with an encoder base; 0: the heads alone)",
+    )
+    parser.add_argument(
         "--validation",
         action="store_true",
         help="the demo's --validation: train on fit_words, score validation_words, never load test",
+    )
+    parser.add_argument(
+        "--validation-split",
+        choices=["validation_words", "validation_unseen"],
+        default="validation_words",
+        help="the demo's --validation-split (with --validation): validation_unseen trains on fit_unseen",
     )
     parser.add_argument(
         "--reuse-kept",
@@ -162,11 +186,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--out", default=None, help="result file (default: demo_seeds, or demo_seeds_validation)"
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.validation_split != "validation_words" and not args.validation:
+        parser.error("--validation-split needs --validation")
+    return args
 
 
 def settings_of(args: argparse.Namespace) -> DemoSettings:
-    return DemoSettings(args.minutes, args.warm_start_updates, args.base, args.validation)
+    return DemoSettings(
+        args.minutes,
+        args.warm_start_updates,
+        args.base,
+        args.validation,
+        args.validation_split,
+        args.encoder_layers,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -199,7 +233,7 @@ def main(argv: list[str] | None = None) -> None:
         "runs": runs,
         **summarise(runs, args.target),
     }
-    path = write_result(out_name(args.out, args.validation), document)
+    path = write_result(out_name(args.out, args.validation, args.validation_split), document)
     print(
         f"gain {fmt_interval(document['gain'])}; final {fmt_interval(document['final'])} "
         f"({settings.heldout_split}); {document['seeds_meeting_target']}/{len(runs)} seeds "

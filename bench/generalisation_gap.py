@@ -34,10 +34,11 @@ from bench._common import machine, write_result
 from bench._curve_settings import parse_overrides
 from bench._gap_episodes import CATEGORIES, Episode, param_value, run_inspected
 from bench._stats import fmt_interval, t_interval
-from bench.learning_curve import _quiet_worker, policy_config
+from bench.learning_curve import _quiet_worker
 from distrl_core.envs.protocol import Task
 from distrl_core.learner import Learner, LearnerConfig
-from distrl_core.policy import Policy
+from distrl_core.policy import Policy, PolicyConfig
+from distrl_core.policy.config import TinyModelConfig
 from distrl_core.policy.tokenizer import split_words
 from simulators.local_loop import LoopConfig, train_rounds
 from simulators.simdroid.tasks import load_tasks, validation_split
@@ -108,7 +109,7 @@ def inspect(policy, sets: dict[str, list[Task]], episodes: int, env) -> dict[str
 def run_seed(seed: int, args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     sets = task_sets(args.family)
-    policy = Policy.create(policy_config(None, seed))
+    policy = Policy.create(PolicyConfig(device="cpu", seed=seed, tiny=TinyModelConfig(seed=seed)))
     vocab = set(policy.tokenizer.get_vocab())
     warm = WarmStartConfig(
         family=args.family, noise=args.warm_start_noise, updates=args.warm_start_updates, seed=seed,

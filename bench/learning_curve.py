@@ -22,7 +22,9 @@ advantages as written, ``_avg``: the published average as π_prox, ``_raw``: raw
 ``_returns``: its advantage estimator named, Retrace's (the default) or G_t − V(s_t)). ``--learner KEY=VALUE`` overrides
 a LearnerConfig field for every method (tuning), ``--warm KEY=VALUE`` a WarmStartConfig field. ``--validation`` tunes without the test split:
 the ``*-train-0`` phrasing template of each task kind is held out of the train split and used as
-the "held-out" set.
+the "held-out" set; ``--validation-words`` / ``--validation-unseen`` pick the selections that also hold
+out words, or a template and a parameter per task (simulators.simdroid.tasks). ``--base minilm
+--encoder-layers K`` trains the encoder's top K layers (0: the heads alone).
 
 ``--jobs N`` runs the warm starts, then the (family, seed, method) runs, in N worker processes with
 one torch thread each (results do not depend on N). Only torch, transformers, numpy, pyarrow and
@@ -30,7 +32,8 @@ pydantic are imported (no DuckDB, Prefect or MLflow), so it runs on a bare compu
 
     .venv/bin/python -m bench.learning_curve [--family general webshop] [--seeds 0 1 2]
         [--env-steps 8000] [--methods aride aride_pure digirl filtered_bc gigpo] [--jobs 1]
-        [--learner actor_lr=1e-3 ...] [--warm phrasing_dropout=0.3 ...] [--validation] [--eval-episodes 2] [--base MODEL_DIR]
+        [--learner actor_lr=1e-3 ...] [--warm phrasing_dropout=0.3 ...] [--validation [--validation-unseen]] [--eval-episodes 2]
+        [--base MODEL_DIR [--encoder-layers 1]]
         [--out bench/results/learning_curve.json]
 """
 
@@ -59,11 +62,9 @@ from bench._stats import fmt_interval, t_interval
 from distrl_core.envs.protocol import Task
 from distrl_core.learner import Learner, LearnerConfig
 from distrl_core.learner.config import Algorithm
-from distrl_core.policy import LoraSettings, Policy, PolicyConfig, load_policy, save_policy
-from distrl_core.policy.config import EncoderSettings, TinyModelConfig
-from distrl_core.policy.pretrained import is_encoder_folder, resolve_base
+from distrl_core.policy import Policy, load_policy, save_policy
 from simulators.local_loop import LoopConfig, evaluate_success, train_rounds
-from simulators.simdroid.tasks import load_tasks, validation_split
+from simulators.simdroid.tasks import load_tasks
 from simulators.warm_start import WarmStartConfig, collect_demonstrations, supervised_warm_start
 
 MOBILERL = {"positive_replay_strength": 2.0, "failure_curriculum_attempts": 6, "shortest_path_exponent": 1.0}
@@ -106,30 +107,12 @@ ROUND_METRICS = (
 )  # fmt: skip
 
 
-def splits(family: str, validation: bool, words: bool = False) -> tuple[list[Task], list[Task]]:
-    """(train, evaluation) tasks. With ``validation``, the ``*-train-0`` phrasing template of each
-    task kind moves from train to evaluation, as the test split holds out phrasings; with ``words``
-    too, the template of each kind with words no other train template has."""
-    if not validation:
-        return load_tasks(family, "train"), load_tasks(family, "test")
-    return validation_split(family, words=words)
-
-
-def policy_config(base: str | None, seed: int, vocabulary: str = "train") -> PolicyConfig:
-    """The tiny default (initial weights from the seed; its vocabulary from ``vocabulary``), an
-    encoder base (top layer trained) or a causal LM adapted with LoRA, whose learning rates and
-    micro-batches then follow from it (distrl_core.policy.defaults)."""
-    if base is None:
-        tiny = TinyModelConfig(seed=seed)
-        return PolicyConfig(device="cpu", seed=seed, tiny=tiny, vocabulary=vocabulary)  # type: ignore[arg-type]
-    base = resolve_base(base)
-    if is_encoder_folder(base):
-        return PolicyConfig(base=base, encoder=EncoderSettings(), device="cpu", seed=seed)
-    return PolicyConfig(base=base, lora=LoraSettings(), device="cpu", seed=seed)
-
-
-def _vocabulary(settings: CurveSettings) -> str:
-    return "fit_words" if settings.validation and settings.validation_words else "train"
+EVALUATED_ON = {  # CurveSettings.heldout_split -> what the result file says it is
+    "test": "test split",
+    "validation": "validation (train *-train-0 templates)",
+    "validation_words": "validation_words (train templates with words no fit template has)",
+    "validation_unseen": "validation_unseen (a held-out template and parameter per task)",
+}
 
 
 def evaluate(policy, tasks: list[Task], episodes_per_task: int) -> float:
@@ -147,7 +130,7 @@ def _quiet_worker() -> None:
 def warm_start_job(family: str, seed: int, settings: CurveSettings, directory: str) -> dict:
     started = time.perf_counter()
     _quiet_worker()
-    policy = Policy.create(policy_config(settings.base, seed, _vocabulary(settings)))
+    policy = Policy.create(settings.policy_config(seed))
     warm = WarmStartConfig(
         family=family,
         noise=settings.warm_start_noise,
@@ -155,7 +138,7 @@ def warm_start_job(family: str, seed: int, settings: CurveSettings, directory: s
         seed=seed,
         **settings.warm,
     )
-    train, held = splits(family, settings.validation, settings.validation_words)
+    train, held = settings.splits(family)
     demos = collect_demonstrations(warm, tasks=train)
     supervised_warm_start(policy, demos.rows, warm)
     save_policy(policy, directory)
@@ -189,7 +172,7 @@ def method_job(family: str, seed: int, method: str, settings: CurveSettings, dir
         eval_episodes_per_task=settings.eval_episodes,
         seed=seed,
     )
-    train, held = splits(family, settings.validation, settings.validation_words)
+    train, held = settings.splits(family)
 
     def report(r) -> None:
         print(
@@ -300,7 +283,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, choices=sorted(METHODS))
     parser.add_argument("--no-timing", action="store_true", help="skip the learner-update timing (~20 s)")
     parser.add_argument(
-        "--base", default=None, help="pretrained base folder (`distrl pretrained`), adapted with LoRA"
+        "--base",
+        default=None,
+        help="pretrained base: minilm, smollm2 or a folder (`distrl pretrained`); default: the tiny model",
+    )
+    parser.add_argument(
+        "--encoder-layers",
+        type=int,
+        default=1,
+        help="an encoder base's top layers trained (0: the heads alone on the frozen encoder)",
     )
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (one torch thread each)")
     parser.add_argument("--out", default="bench/results/learning_curve.json")
@@ -336,17 +327,9 @@ def main(argv: list[str] | None = None) -> None:
         "settings": {
             **settings,
             "score": f"mean of the last {LAST_K} evaluations; interval: 95 % t over seeds",
-            "policy": policy_config(args.base, args.seeds[0], _vocabulary(curve)).to_dict(),
+            "policy": curve.policy_config(args.seeds[0]).to_dict(),
             "learner_defaults": LearnerConfig().to_dict(),
-            "evaluated_on": (
-                (
-                    "validation_words (train templates with words no fit template has)"
-                    if args.validation_words
-                    else "validation (train *-train-0 templates)"
-                )
-                if args.validation
-                else "test split"
-            ),
+            "evaluated_on": EVALUATED_ON[curve.heldout_split],
         },
         "wall_s": round(time.perf_counter() - started, 1),
         "update_timing": timing,

@@ -10,19 +10,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Literal
+from typing import Any
 
 from prefect import flow, get_run_logger
-from pydantic import BaseModel, Field, model_validator
 
 from flows.collect import collect
 from flows.embedded_evaluator import start_embedded_evaluator
 from flows.learn import learn
+from flows.train_local_params import TrainLocalParams, evaluator_params, trained_split
 from flows.train_local_report import evaluator_summary, final_report, heldout_curve
 from simulators.warm_start import WarmStartConfig
 from storage.registry import PolicyRegistry
-from storage.replay_config import ReplaySettings
-from tasks.bounds import MAX_MINUTES, MAX_SECONDS, MAX_SEED, MAX_THREADS, MAX_UPDATES, Family, Split
 from tasks.collector import (
     CollectorParams,
     CollectorSession,
@@ -33,7 +31,6 @@ from tasks.collector import (
     open_collector,
 )
 from tasks.evaluation import evaluate_version, record_evaluation
-from tasks.evaluator import EvaluatorParams
 from tasks.learner import (
     LearnerParams,
     close_learner,
@@ -47,122 +44,6 @@ from tasks.stop import StopToken, signalled
 from tasks.warm_start import policy_config_for, warm_start_policy
 
 log = logging.getLogger(__name__)
-
-
-class TrainLocalParams(BaseModel):
-    """Parameters of the embedded run (every field has a demo-sized default)."""
-
-    collectors: int = Field(
-        4, ge=1, le=MAX_THREADS, description="Collector threads (two agent pools, alternating)."
-    )
-    envs_per_collector: int = Field(
-        4, ge=1, le=MAX_THREADS, description="SimDroid environments per collector."
-    )
-    minutes: float = Field(6.0, gt=0, le=MAX_MINUTES, description="Wall-clock budget of the RL phase.")
-    family: Family | None = Field("general", description="Task family trained and evaluated (None: both).")
-    sync: bool = Field(False, description="DigiRL-style barrier rounds instead of asynchronous collection.")
-    learner: LearnerParams = Field(
-        default_factory=lambda: LearnerParams(background_ingest=True),
-        description="Learner settings (sync runs always ingest before training: that is the barrier).",
-    )
-    replay: ReplaySettings = Field(
-        default_factory=lambda: ReplaySettings(min_size_steps=200, samples_per_insert=None)
-    )
-    step_latency_s: float = Field(
-        0.05,
-        ge=0,
-        le=MAX_SECONDS,
-        description="Emulator-like median step latency of SimDroid (sleeps; frees CPU for the learner).",
-    )
-    task_latency_sigma: float = Field(
-        0.0,
-        ge=0,
-        le=10,
-        description="Per-episode lognormal spread of the step latency (emulator task durations vary ~100x).",
-    )
-    store_uri: str | None = Field(None, description="Trajectory store (default: DISTRL_STORE_URI).")
-    warm_start_updates: int = Field(
-        300,
-        ge=0,
-        le=MAX_UPDATES,
-        description="SFT updates of the warm start (when no version exists). 60 leave set_alarm's editor "
-        "unsolved, which RL then never discovers; 300 fit it, won on the validation split and raised the "
-        "demo's final held-out success from 67 % to 82 % (docs/performance.md, 'The demo over five seeds'). "
-        "A pretrained base on a CPU needs far fewer (e.g. 4).",
-    )
-    warm_start_noise: float = Field(
-        0.3, ge=0, le=1, description="Noise of the scripted expert's demonstrations."
-    )
-    base: str | None = Field(
-        None,
-        description="Pretrained base of the warm start's policy: 'minilm' (the packaged all-MiniLM-L6-v2 "
-        "encoder, top layer trained; what --pretrained picks), 'smollm2' (SmolLM2-135M with LoRA) or a Hugging "
-        "Face folder (`distrl pretrained` prepares both); learning rates and micro-batches follow from it "
-        "(printed). None: the tiny default.",
-    )
-    evaluate: bool = Field(
-        True,
-        description="Evaluate on the held-out split: the warm start first, then every version as it is "
-        "published (the continuous evaluator, the newest when it cannot keep up), the last one included.",
-    )
-    evaluator: EvaluatorParams | None = Field(
-        None,
-        description="The continuous evaluator's protocol (None: the held-out split of `family`, 3 episodes "
-        "per task, the fixed evaluation seed).",
-    )
-    evaluator_process: bool = Field(
-        True,
-        description="Run the continuous evaluator in a child process (False: a thread of this process). "
-        "A thread shares the interpreter lock with the learner and the collectors, so scoring slowed "
-        "training whatever its niceness; a process at `evaluator_nice` scores with the CPU they leave, "
-        "as a deployment's evaluator on its own work pool does.",
-    )
-    evaluator_nice: int = Field(
-        19,
-        ge=0,
-        le=19,
-        description="Niceness of the evaluator's process or thread (Linux; 0: as the rest): it shares "
-        "the machine's cores with collectors and the learner, and scores with the CPU they leave.",
-    )
-    validation: bool = Field(
-        False,
-        description="Make choices without the test split: the warm start's demonstrations, the collectors, "
-        "the tiny policy's vocabulary and the in-distribution score use the 'fit_words' tasks, and every "
-        "held-out score (the continuous evaluator, before and after) is on 'validation_words' (train "
-        "templates holding words no fit task has). The test split is never loaded.",
-    )
-    seed: int = Field(
-        0,
-        ge=0,
-        le=MAX_SEED,
-        description="Seeds the warm start (demonstrations, initial weights, batch order), the collectors' "
-        "task draws and environments, the learner and its replay sampling. The warm start and the "
-        "evaluations are exact on a re-run; the asynchronous phase is not (which collector's episodes "
-        "the learner sees first depends on thread timing).",
-    )
-
-    @model_validator(mode="after")
-    def _held_out_split_matches(self) -> TrainLocalParams:
-        if self.validation and self.evaluator is not None and self.evaluator.split != HELDOUT_OF[True]:
-            raise ValueError(
-                f"validation=True scores {HELDOUT_OF[True]!r}, but evaluator.split is "
-                f"{self.evaluator.split!r}: leave evaluator None or set its split to {HELDOUT_OF[True]!r}"
-            )
-        return self
-
-
-# The held-out tasks scored, by TrainLocalParams.validation; trained on: in_distribution_split of it.
-HELDOUT_OF: dict[bool, Split] = {False: "test", True: "validation_words"}
-
-
-def trained_split(params: TrainLocalParams) -> Literal["train", "fit_words"]:
-    """The tasks the run learns from (demonstrations, collectors, the tiny vocabulary)."""
-    return "fit_words" if params.validation else "train"
-
-
-def heldout_split(params: TrainLocalParams) -> str:
-    """The tasks every held-out score of the run is on (its evaluator's protocol)."""
-    return _evaluator_params(params).split
 
 
 def _collector_params(params: TrainLocalParams, index: int) -> CollectorParams:
@@ -200,10 +81,10 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
                 noise=params.warm_start_noise,
                 seed=params.seed,
             ),
-            policy_config_for(params.base, params.seed, vocabulary=trained_split(params)),
+            policy_config_for(params.base, params.seed, trained_split(params), params.encoder_layers),
         )
         logger.info("warm start published as version %d", warm)
-    protocol = _evaluator_params(params)
+    protocol = evaluator_params(params)
     baseline = evaluate_version(warm, **protocol.evaluation_args()) if params.evaluate else None
     if baseline is not None:
         # Not on a curve of its own: the evaluator puts it at the start of the learner's curve.
@@ -251,12 +132,6 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
         ),
         **outcome,
     }
-
-
-def _evaluator_params(params: TrainLocalParams) -> EvaluatorParams:
-    if params.evaluator is not None:
-        return params.evaluator
-    return EvaluatorParams(family=params.family, split=HELDOUT_OF[params.validation], poll_seconds=2.0)
 
 
 def _run_async(params: TrainLocalParams, learner_params: LearnerParams, stop: StopToken) -> dict[str, Any]:

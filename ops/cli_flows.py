@@ -14,8 +14,10 @@ from typing import Any
 from ops.cli_options import ModelOptions
 
 # The fields of a flow's parameter model each command offers (their defaults and help: the model's).
-DEMO_FIELDS = ("minutes", "collectors", "sync", "seed", "base", "warm_start_updates", "validation")
-TRAIN_LOCAL_FIELDS = ("minutes", "collectors", "sync", "base", "warm_start_updates", "validation")
+_VALIDATION = ("validation", "validation_split")
+_BASE = ("base", "encoder_layers", "warm_start_updates")
+DEMO_FIELDS = ("minutes", "collectors", "sync", "seed", *_BASE, *_VALIDATION)
+TRAIN_LOCAL_FIELDS = ("minutes", "collectors", "sync", *_BASE, *_VALIDATION)
 RETRAIN_FIELDS = (
     "start_policy",
     "recent_days",

@@ -16,8 +16,15 @@ from typing import TYPE_CHECKING
 
 from ops.embedded import configure_embedded
 
+# What each validation selection holds out (simulators.simdroid.tasks), for the demo's first lines.
+HELD_OUT_MEANING = {
+    "validation_words": "train templates with words no fit task has",
+    "validation_unseen": "train tasks phrased by a held-out template, each with a held-out app, query, "
+    "time or setting",
+}
+
 if TYPE_CHECKING:  # imported for real after configure_embedded: Prefect reads its settings on import
-    from flows.train_local import TrainLocalParams
+    from flows.train_local_params import TrainLocalParams
 
 
 def run_demo(params: TrainLocalParams | None = None, root: str = ".distrl/demo") -> dict:
@@ -38,7 +45,8 @@ def run_demo(params: TrainLocalParams | None = None, root: str = ".distrl/demo")
 
     torch.set_num_threads(1)  # 2 cores shared by the learner and collectors: 1 thread each is fastest
 
-    from flows.train_local import TrainLocalParams, heldout_split, train_local, trained_split
+    from flows.train_local import train_local
+    from flows.train_local_params import TrainLocalParams, heldout_split, trained_split
     from tasks.evaluation import report_markdown
 
     if params is None:
@@ -51,14 +59,15 @@ def run_demo(params: TrainLocalParams | None = None, root: str = ".distrl/demo")
     )
     if params.validation:
         print(
-            f"Validation mode: trained on the {trained!r} tasks, held-out scores on {heldout!r} (train "
-            "templates with words no fit task has); the test split is never loaded."
+            f"Validation mode: trained on the {trained!r} tasks, held-out scores on {heldout!r} "
+            f"({HELD_OUT_MEANING.get(heldout, 'a selection of train')}); the test split is never loaded."
         )
     started = time.monotonic()
     from distrl_core.policy.defaults import describe_defaults
     from tasks.warm_start import policy_config_for
 
-    print(f"Policy: {describe_defaults(policy_config_for(params.base, seed, vocabulary=trained))}")
+    policy = policy_config_for(params.base, seed, trained, params.encoder_layers)
+    print(f"Policy: {describe_defaults(policy)}")
     result = train_local(params)
     elapsed = time.monotonic() - started
     warm, final = result["warm_start"], result["final"]

@@ -16,7 +16,10 @@ Family = Literal["general", "webshop"]  # distrl_core.envs.protocol.FAMILIES
 Split = Literal[
     "train", "test", "fit", "validation", "fit_words", "validation_words", "fit_unseen", "validation_unseen"
 ]
+# The held-out selections a validation run can score (flows.train_local.TrainLocalParams.validation_split)
+ValidationSplit = Literal["validation_words", "validation_unseen"]
 
+MAX_ENCODER_LAYERS = 24  # top layers of an encoder base trained: deeper than any packaged base, a typo guard
 MAX_SEED = 2**32 - 1  # numpy's legacy seeding and most RNGs take 32 bits; negative seeds fail in numpy
 MAX_THREADS = 256  # collectors or environments in one process: each holds a policy or an emulator
 MAX_PROCESSES = 64  # learner processes (one per GPU): a node's worth, a typo guard

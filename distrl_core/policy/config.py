@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 __all__ = ["EncoderSettings", "LoraSettings", "PolicyConfig", "TinyModelConfig"]
 
 MODES = ("scoring", "generative")
 CRITICS = ("separate", "shared", "detached")
-VOCABULARIES = ("train", "fit", "fit_words", "fit_unseen")
+# The task sets a tiny vocabulary can be built from: train, or the fit tasks beside a validation selection.
+Vocabulary = Literal["train", "fit", "fit_words", "fit_unseen"]
+VOCABULARIES: tuple[str, ...] = get_args(Vocabulary)
 
 
 @dataclass
@@ -138,7 +140,7 @@ class PolicyConfig:
     device: str = "auto"
     seed: int = 0
     tokenizer_extra_words: list[str] = field(default_factory=list)
-    vocabulary: Literal["train", "fit", "fit_words", "fit_unseen"] = "train"
+    vocabulary: Vocabulary = "train"
     encoder: EncoderSettings | None = None
 
     def __post_init__(self) -> None:

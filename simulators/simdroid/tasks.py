@@ -22,6 +22,7 @@ from functools import cache
 from typing import Any
 
 from distrl_core.envs.protocol import FAMILIES, SPLITS, Task
+from distrl_core.policy.config import Vocabulary
 from simulators.simdroid.catalog import (
     APPS,
     BRIGHTNESS_MAX,
@@ -47,7 +48,7 @@ from simulators.simdroid.task_text import (
 SELECTIONS = ("fit", "validation", "fit_words", "validation_words", "fit_unseen", "validation_unseen")
 SPLIT_CHOICES = (*SPLITS, *SELECTIONS)  # what `load_tasks(split=...)` accepts
 # A held-out set -> the set trained on beside it (what it is "in distribution" against).
-TRAINED_BESIDE = {
+TRAINED_BESIDE: dict[str, Vocabulary] = {
     "test": "train",
     "validation": "fit",
     "validation_words": "fit_words",

@@ -69,3 +69,33 @@ def test_an_override_of_one_algorithms_loss_reaches_only_that_algorithms_methods
     assert settings.learner_for("aride") == {"actor_lr": 1e-3}  # LearnerConfig would refuse it
     with pytest.raises(ValueError, match="decoupled_retrace"):
         CurveSettings(env_steps=10, learner={"decoupled_retrace": 3.0})  # still checked by its reader
+
+
+def test_each_validation_selection_trains_beside_its_own_fit_tasks_and_vocabulary() -> None:
+    from simulators.simdroid.tasks import load_tasks
+
+    cases = {
+        (): ("train", "test", "train"),
+        ("--validation",): ("fit", "validation", "train"),  # the vocabulary of the first validation runs
+        ("--validation", "--validation-words"): ("fit_words", "validation_words", "fit_words"),
+        ("--validation", "--validation-unseen"): ("fit_unseen", "validation_unseen", "fit_unseen"),
+    }
+    for argv, (fit, held, vocabulary) in cases.items():
+        settings = curve_settings(_parsed(list(argv)))
+        train, evaluation = settings.splits("general")
+        assert [t.task_id for t in train] == [t.task_id for t in load_tasks("general", fit)]
+        assert [t.task_id for t in evaluation] == [t.task_id for t in load_tasks("general", held)]
+        assert settings.policy_config(3).vocabulary == vocabulary and settings.heldout_split == held
+    with pytest.raises(ValueError, match="add --validation"):
+        curve_settings(_parsed(["--validation-unseen"]))
+    with pytest.raises(ValueError, match="pick one"):
+        curve_settings(_parsed(["--validation", "--validation-words", "--validation-unseen"]))
+
+
+def test_an_encoder_base_trains_the_top_layers_asked_for(tmp_path) -> None:
+    (tmp_path / "config.json").write_text('{"model_type": "bert"}')  # an encoder folder, by its config
+    for layers in (0, 2):
+        config = CurveSettings(env_steps=10, base=str(tmp_path), encoder_layers=layers).policy_config(0)
+        assert config.encoder is not None and config.encoder.trainable_layers == layers
+    with pytest.raises(ValueError, match="encoder_layers=-1"):
+        CurveSettings(env_steps=10, encoder_layers=-1)

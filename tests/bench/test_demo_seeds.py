@@ -71,6 +71,28 @@ def test_validation_and_bases_are_passed_to_the_demo_and_kept_apart() -> None:
         parse_args(["--base", "smollm2", "--pretrained"])
 
 
+def test_the_unseen_validation_selection_is_passed_on_and_kept_apart() -> None:
+    unseen = settings_of(
+        parse_args(["--pretrained", "--validation", "--validation-split", "validation_unseen"])
+    )
+    assert unseen.argv(1)[-5:] == [
+        "--base",
+        "minilm",
+        "--validation",
+        "--validation-split",
+        "validation_unseen",
+    ]
+    assert (
+        unseen.heldout_split == "validation_unseen" and unseen.folder() == "val-unseen-minilm-wsdefault-6min"
+    )
+    assert out_name(None, True, "validation_unseen") == "demo_seeds_validation_unseen.json"
+    with pytest.raises(SystemExit):  # a selection without --validation would silently score test
+        parse_args(["--validation-split", "validation_unseen"])
+    heads = settings_of(parse_args(["--pretrained", "--encoder-layers", "0"]))
+    assert heads.argv(0)[-4:] == ["--base", "minilm", "--encoder-layers", "0"]
+    assert heads.folder() == "minilm-L0-wsdefault-6min"  # apart from the default top-layer runs
+
+
 def test_the_result_goes_to_the_out_file_given_and_validation_to_its_own(tmp_path: Path) -> None:
     assert out_name(None, validation=False) == "demo_seeds.json"  # bench/results/demo_seeds.json
     assert out_name(None, validation=True) == "demo_seeds_validation.json"
