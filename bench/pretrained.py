@@ -125,7 +125,8 @@ def run_one(model: str, args: argparse.Namespace) -> dict:
     # Timed on the policy itself (a second copy would double the peak memory), then restored.
     trained = [p for p in policy.actor_parameters() + policy.critic_parameters()]
     snapshot = [p.detach().clone() for p in trained]
-    timing_learner = Learner(policy, LearnerConfig(mixed_precision=args.bf16))
+    # No critic-only warm-up: the timed updates train the actor (the warm-up's skip its backward).
+    timing_learner = Learner(policy, LearnerConfig(mixed_precision=args.bf16, critic_warmup_updates=0))
     if device == "cuda":
         timing_learner.update(StepBatch.from_rows(sixteen))  # warm-up (kernel selection, allocator)
     _sync(device)

@@ -104,7 +104,8 @@ def measure_base(base: str, threads: int, repeats: int, peak: float, seed: int =
     for row in demos.rows:
         episodes.setdefault(row["episode_id"], []).append(row)
     rows = [row for trajectory in list(episodes.values())[:16] for row in trajectory]
-    learner = Learner(policy, LearnerConfig(seed=seed))
+    # No critic-only warm-up: an update that trains the actor (the warm-up's skip its backward).
+    learner = Learner(policy, LearnerConfig(seed=seed, critic_warmup_updates=0))
     batch = StepBatch.from_rows(rows)
     learner.update(batch)  # warm-up: optimiser state, and the frozen-state cache fills
     with FlopCounterMode(display=False) as counter:

@@ -249,6 +249,49 @@ class EncoderBackbone(nn.Module):
                 hidden = layer(hidden, attention)
         return hidden, mask
 
+    def top_prefix(self, states: Sequence[torch.Tensor], width: int) -> torch.Tensor:
+        """What ``top`` gives at the first ``width`` positions (N, width, D), with the last trainable
+        layer run at those positions alone: the learner's actor reads only the instruction's
+        tokens, so the rest of that layer's forward and backward would be spent on nothing."""
+        from transformers.masking_utils import create_bidirectional_mask
+
+        lengths = torch.tensor([len(s) for s in states])
+        hidden = torch.nn.utils.rnn.pad_sequence(list(states), batch_first=True)
+        mask = (torch.arange(hidden.shape[1])[None, :] < lengths[:, None]).long().to(hidden.device)
+        layers = list(self._layers()[self.split :])
+        if not layers:
+            return hidden[:, :width]
+        if len(layers) > 1:
+            attention = create_bidirectional_mask(
+                config=self.encoder.config, inputs_embeds=hidden, attention_mask=mask
+            )
+            for layer in layers[:-1]:
+                hidden = layer(hidden, attention)
+        return layer_at_prefix(layers[-1], hidden, mask, width)
+
+
+def layer_at_prefix(layer: Any, hidden: torch.Tensor, mask: torch.Tensor, width: int) -> torch.Tensor:
+    """A BERT layer's output at the first ``width`` positions only: (N, T, D) -> (N, width, D).
+
+    Every position still serves as key and value, so the result equals the full layer's output
+    there; the queries, attention output and feed-forward run on ``width`` positions instead of T,
+    and so does their backward. ``mask`` (N, T) is 1 at real tokens."""
+    attend, out = layer.attention.self, layer.attention.output
+    n, _, d = hidden.shape
+    heads, size = attend.num_attention_heads, attend.attention_head_size
+
+    def split_heads(x: torch.Tensor) -> torch.Tensor:  # (N, L, D) -> (N, H, L, S)
+        return x.view(n, -1, heads, size).transpose(1, 2)
+
+    query = split_heads(attend.query(hidden[:, :width]))
+    key, value = split_heads(attend.key(hidden)), split_heads(attend.value(hidden))
+    scores = (query @ key.transpose(-1, -2)) * attend.scaling  # (N, H, width, T)
+    scores = scores.masked_fill(~mask.bool()[:, None, None, :], float("-inf"))
+    context = (scores.softmax(-1) @ value).transpose(1, 2).reshape(n, width, d)
+    attended = out.LayerNorm(out.dense(context) + hidden[:, :width])
+    output: torch.Tensor = layer.output.LayerNorm(layer.output.dense(layer.intermediate(attended)) + attended)
+    return output
+
 
 def load_encoder(base: str | Path, settings: EncoderSettings) -> tuple[EncoderBackbone, Any]:
     """The encoder at ``base`` (a local folder; nothing is downloaded) without dropout, split as

@@ -17,6 +17,7 @@ The critics read ``u``, the mean over the whole observation (value), and ``q`` (
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -70,18 +71,34 @@ def _instruction_tokens(backbone: EncoderBackbone, step: EncoderStep) -> int:
 
 
 def _pooled(
-    backbone: EncoderBackbone, texts: Sequence[str], prefix_tokens: Sequence[int] | None
+    backbone: EncoderBackbone,
+    texts: Sequence[str],
+    prefix_tokens: Sequence[int] | None,
+    *,
+    mean_detached: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Mean of the top layer's states per text (N, D), and over its first ``prefix_tokens`` (N, D)."""
+    """Mean of the top layer's states per text (N, D), and over its first ``prefix_tokens`` (N, D).
+
+    With ``mean_detached`` (the caller detaches the mean: a critic that does not train the encoder)
+    and gradients on, the mean comes from a forward without gradients and only the prefix is
+    differentiated, through the last layer at the prefix positions alone (``top_prefix``): the same
+    values, and about half the learner's cost of the top layer."""
     states = backbone.frozen_states(texts)
     order = sorted(range(len(texts)), key=lambda i: len(states[i]))
     means: list[torch.Tensor] = [torch.empty(0)] * len(texts)
     prefixes: list[torch.Tensor] = [torch.empty(0)] * len(texts)
+    split = mean_detached and prefix_tokens is not None and torch.is_grad_enabled()
     for start in range(0, len(order), CHUNK):
         chunk = order[start : start + CHUNK]
-        hidden, mask = backbone.top([states[i] for i in chunk])
+        chunk_states = [states[i] for i in chunk]
+        with torch.no_grad() if split else contextlib.nullcontext():
+            hidden, mask = backbone.top(chunk_states)
         weights = mask.to(hidden.dtype)
         mean = (hidden * weights[..., None]).sum(1) / weights.sum(1, keepdim=True)
+        if split:
+            assert prefix_tokens is not None
+            widths = [min(prefix_tokens[i], len(states[i])) for i in chunk]
+            hidden = backbone.top_prefix(chunk_states, max(widths))
         for j, i in enumerate(chunk):
             means[i] = mean[j]
             if prefix_tokens is not None:
@@ -102,7 +119,9 @@ def score_encoder_steps(parts: ActingParts, steps: Sequence[EncoderStep]) -> Sco
     observations = list(dict.fromkeys(s.observation for s in steps))
     candidate_texts = list(dict.fromkeys(c.text for s in steps for c in s.candidates))
     first = {s.observation: _instruction_tokens(backbone, s) for s in steps}
-    u, q = _pooled(backbone, observations, [first[o] for o in observations])
+    # The actor reads q; the critic reads u and q, with gradients only when it is "shared".
+    detached = parts.config.critic != "shared"
+    u, q = _pooled(backbone, observations, [first[o] for o in observations], mean_detached=detached)
     assert q is not None
     v, _ = _pooled(backbone, candidate_texts, None)
     obs_index = {o: i for i, o in enumerate(observations)}

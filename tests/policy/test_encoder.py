@@ -241,3 +241,33 @@ def test_the_switch_picks_the_encoder_path_for_an_encoder_folder(minilm_dir):
     _demo_options(parser)
     args = parser.parse_args(["--pretrained"])
     assert args.options.build(args).base == "minilm"  # resolved to the unpacked folder by policy_config_for
+
+
+@pytest.mark.slow  # loads the 23 M-parameter base
+def test_the_learners_prefix_only_top_layer_gives_the_same_values_and_gradients(policy, steps):
+    """With a detached critic the learner differentiates the top layer at the instruction's tokens
+    only (encoder_scoring._pooled, mean_detached): the pooled states and every trained weight's
+    gradient must equal the full layer's."""
+    from distrl_core.policy.encoder_scoring import _instruction_tokens, _pooled, encoder_step
+
+    backbone = policy.model
+    encoded = [encoder_step(s.instruction, s.observation_text, (), (1080, 2400)) for s in steps]
+    texts = [e.observation for e in encoded]
+    prefix = [_instruction_tokens(backbone, e) for e in encoded]
+    trained = [p for p in backbone.parameters() if p.requires_grad]
+    weights = torch.randn(
+        len(texts), backbone.encoder.config.hidden_size, generator=torch.Generator().manual_seed(0)
+    )
+    results = []
+    for detached in (False, True):
+        for p in trained:
+            p.grad = None
+        u, q = _pooled(backbone, texts, prefix, mean_detached=detached)
+        (q * weights).sum().backward()
+        results.append((u.detach(), q.detach(), [p.grad.clone() for p in trained]))
+    (u_full, q_full, g_full), (u_split, q_split, g_split) = results
+    assert torch.allclose(u_full, u_split, atol=1e-5, rtol=0)
+    assert torch.allclose(q_full, q_split, atol=1e-5, rtol=0)
+    assert len(g_full) >= 16  # the top layer's weights and biases
+    for a, b in zip(g_full, g_split, strict=True):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
