@@ -235,39 +235,34 @@ class EncoderBackbone(nn.Module):
 
     def top(self, states: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """The trainable layers over padded frozen states: hidden (N, T, D) and mask (N, T)."""
-        from transformers.masking_utils import create_bidirectional_mask
-
-        lengths = torch.tensor([len(s) for s in states])
-        width = int(lengths.max())
-        hidden = torch.nn.utils.rnn.pad_sequence(list(states), batch_first=True)
-        mask = (torch.arange(width)[None, :] < lengths[:, None]).long().to(hidden.device)
-        if self.split < len(self._layers()):
-            attention = create_bidirectional_mask(
-                config=self.encoder.config, inputs_embeds=hidden, attention_mask=mask
-            )
-            for layer in self._layers()[self.split :]:
-                hidden = layer(hidden, attention)
-        return hidden, mask
+        return self._padded_through(states, list(self._layers()[self.split :]))
 
     def top_prefix(self, states: Sequence[torch.Tensor], width: int) -> torch.Tensor:
         """What ``top`` gives at the first ``width`` positions (N, width, D), with the last trainable
         layer run at those positions alone: the learner's actor reads only the instruction's
         tokens, so the rest of that layer's forward and backward would be spent on nothing."""
+        layers = list(self._layers()[self.split :])
+        hidden, mask = self._padded_through(states, layers[:-1])
+        if not layers:
+            return hidden[:, :width]
+        return layer_at_prefix(layers[-1], hidden, mask, width)
+
+    def _padded_through(
+        self, states: Sequence[torch.Tensor], layers: Sequence[nn.Module]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """States padded to one batch (N, T, D) and run through ``layers``; the mask (N, T)."""
         from transformers.masking_utils import create_bidirectional_mask
 
         lengths = torch.tensor([len(s) for s in states])
         hidden = torch.nn.utils.rnn.pad_sequence(list(states), batch_first=True)
         mask = (torch.arange(hidden.shape[1])[None, :] < lengths[:, None]).long().to(hidden.device)
-        layers = list(self._layers()[self.split :])
-        if not layers:
-            return hidden[:, :width]
-        if len(layers) > 1:
+        if layers:
             attention = create_bidirectional_mask(
                 config=self.encoder.config, inputs_embeds=hidden, attention_mask=mask
             )
-            for layer in layers[:-1]:
+            for layer in layers:
                 hidden = layer(hidden, attention)
-        return layer_at_prefix(layers[-1], hidden, mask, width)
+        return hidden, mask
 
 
 def layer_at_prefix(layer: Any, hidden: torch.Tensor, mask: torch.Tensor, width: int) -> torch.Tensor:
