@@ -78,6 +78,8 @@ class CurveSettings:
     """A pretrained base ("minilm", "smollm2" or a folder); None: the tiny default model."""
     encoder_layers: int = 1
     """An encoder base's top layers trained (EncoderSettings.trainable_layers; 0: the heads alone)."""
+    encoder_candidates: str = "pooled"
+    """How an encoder base reads a candidate (EncoderSettings.candidates): "pooled" or "spans"."""
     behaviour_lag: int = 0
     """Collectors act with the weights of this many versions ago (LoopConfig.behaviour_lag)."""
 
@@ -135,7 +137,10 @@ class CurveSettings:
             return PolicyConfig(device="cpu", seed=seed, tiny=tiny, vocabulary=vocabulary)
         base = resolve_base(self.base)
         if is_encoder_folder(base):
-            encoder = EncoderSettings(trainable_layers=self.encoder_layers)
+            encoder = EncoderSettings(
+                trainable_layers=self.encoder_layers,
+                candidates=self.encoder_candidates,  # type: ignore[arg-type]
+            )
             return PolicyConfig(base=base, encoder=encoder, device="cpu", seed=seed)
         return PolicyConfig(base=base, lora=LoraSettings(), device="cpu", seed=seed)
 

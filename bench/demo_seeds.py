@@ -7,11 +7,13 @@ seeds the mean gain and final success with 95 % t-intervals, and how many seeds 
 ``--target`` with disjoint intervals. Writes bench/results/demo_seeds.json (or ``--out``).
 
     .venv/bin/python -m bench.demo_seeds [--seeds 0 1 2 3 4] [--minutes 6] [--target 0.15]
-        [--warm-start-updates 300] [--base minilm | --pretrained] [--encoder-layers K] [--validation]
+        [--warm-start-updates 300] [--base minilm | --pretrained] [--encoder-layers K]
+        [--encoder-candidates pooled|spans] [--collectors N] [--validation]
         [--validation-split validation_unseen] [--reuse-kept]
 
 Each seed's summary is kept under ``--root``/<folder>/seed<s>/, the folder named by the settings:
-``ws<updates>-<minutes>min`` for the tiny default on test, prefixed by the base (``minilm-``) and
+``ws<updates>-<minutes>min`` for the tiny default on test, prefixed by the base (``minilm-``, then
+``L<K>-``, ``spans-``/``pooled-`` and ``c<N>-`` (collectors) where those are set) and
 by ``val-`` with ``--validation`` (held-out scores on validation_words, the test split never
 loaded; ``val-unseen-`` with ``--validation-split validation_unseen``), so that validation and test
 results never mix. With ``--reuse-kept`` a seed already kept
@@ -47,6 +49,8 @@ class DemoSettings:
     validation: bool = False
     validation_split: str = "validation_words"  # the selection a validation run scores
     encoder_layers: int | None = None  # an encoder base's top layers trained (None: its default)
+    encoder_candidates: str | None = None  # "pooled" or "spans" (None: the encoder's default)
+    collectors: int | None = None  # collector threads (None: the demo's default)
 
     def flags(self) -> list[str]:
         """The demo's options beyond --seed and --minutes."""
@@ -55,6 +59,8 @@ class DemoSettings:
         )
         flags += [] if self.base is None else ["--base", self.base]
         flags += [] if self.encoder_layers is None else ["--encoder-layers", str(self.encoder_layers)]
+        flags += [] if self.encoder_candidates is None else ["--encoder-candidates", self.encoder_candidates]
+        flags += [] if self.collectors is None else ["--collectors", str(self.collectors)]
         if not self.validation:
             return flags
         other = self.validation_split != "validation_words"
@@ -73,6 +79,8 @@ class DemoSettings:
         """The kept runs' folder name: one per setting, validation apart from test."""
         base = "" if self.base is None else re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(self.base).name) + "-"
         base += "" if self.encoder_layers is None else f"L{self.encoder_layers}-"
+        base += "" if self.encoder_candidates is None else f"{self.encoder_candidates}-"
+        base += "" if self.collectors is None else f"c{self.collectors}-"
         updates = "default" if self.warm_start_updates is None else self.warm_start_updates
         name = f"{base}ws{updates}-{self.minutes:g}min"
         if not self.validation:
@@ -167,6 +175,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the demo's --encoder-layers (with an encoder base; 0: the heads alone)",
     )
     parser.add_argument(
+        "--encoder-candidates",
+        choices=["pooled", "spans"],
+        default=None,
+        help="the demo's --encoder-candidates (with an encoder base): how it reads a candidate",
+    )
+    parser.add_argument(
+        "--collectors", type=int, default=None, help="the demo's --collectors (default: the demo's own)"
+    )
+    parser.add_argument(
         "--validation",
         action="store_true",
         help="the demo's --validation: train on fit_words, score validation_words, never load test",
@@ -200,6 +217,8 @@ def settings_of(args: argparse.Namespace) -> DemoSettings:
         args.validation,
         args.validation_split,
         args.encoder_layers,
+        args.encoder_candidates,
+        args.collectors,
     )
 
 

@@ -24,7 +24,8 @@ a LearnerConfig field for every method (tuning), ``--warm KEY=VALUE`` a WarmStar
 the ``*-train-0`` phrasing template of each task kind is held out of the train split and used as
 the "held-out" set; ``--validation-words`` / ``--validation-unseen`` pick the selections that also hold
 out words, or a template and a parameter per task (simulators.simdroid.tasks). ``--base minilm
---encoder-layers K`` trains the encoder's top K layers (0: the heads alone).
+--encoder-layers K`` trains the encoder's top K layers (0: the heads alone); ``--encoder-candidates spans``
+reads each candidate in place in the encoded screen instead of encoding its text alone.
 
 ``--jobs N`` runs the warm starts, then the (family, seed, method) runs, in N worker processes with
 one torch thread each (results do not depend on N). Only torch, transformers, numpy, pyarrow and
@@ -33,7 +34,7 @@ pydantic are imported (no DuckDB, Prefect or MLflow), so it runs on a bare compu
     .venv/bin/python -m bench.learning_curve [--family general webshop] [--seeds 0 1 2]
         [--env-steps 8000] [--methods aride aride_pure digirl filtered_bc gigpo] [--jobs 1]
         [--learner actor_lr=1e-3 ...] [--warm phrasing_dropout=0.3 ...] [--validation [--validation-unseen]] [--eval-episodes 2]
-        [--base MODEL_DIR [--encoder-layers 1]]
+        [--base MODEL_DIR [--encoder-layers 1] [--encoder-candidates pooled|spans]]
         [--out bench/results/learning_curve.json]
 """
 
@@ -292,6 +293,12 @@ def main(argv: list[str] | None = None) -> None:
         type=int,
         default=1,
         help="an encoder base's top layers trained (0: the heads alone on the frozen encoder)",
+    )
+    parser.add_argument(
+        "--encoder-candidates",
+        choices=["pooled", "spans"],
+        default="pooled",
+        help="how an encoder base reads a candidate: its text alone (pooled) or in place in the screen (spans)",
     )
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (one torch thread each)")
     parser.add_argument("--out", default="bench/results/learning_curve.json")

@@ -9,7 +9,7 @@
    matmuls and attention, which dominate), and the achieved GFLOP/s as a share of the peak.
 
 Bases: ``tiny`` (the default), ``minilm-L<k>`` (all-MiniLM-L6-v2 with its top k layers trained; the
-folder from ``distrl pretrained``), and ``smollm2`` (acting only: one of its updates takes minutes on
+folder from ``distrl pretrained``; ``-spans``: candidates read in place, EncoderSettings.candidates), and ``smollm2`` (acting only: one of its updates takes minutes on
 this CPU, see docs/performance.md "Pretrained backbone").
 
     python -m bench.roofline [--threads 1 2] [--bases tiny minilm-L1 ...] [--out bench/results/roofline.json]
@@ -28,7 +28,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-BASES = ("tiny", "minilm-L0", "minilm-L1", "minilm-L2", "smollm2")
+BASES = ("tiny", "minilm-L0", "minilm-L1", "minilm-L2", "minilm-L0-spans", "minilm-L1-spans", "smollm2")
 
 
 def matmul_peak(threads: int, repeats: int) -> dict[str, float]:
@@ -57,8 +57,8 @@ def _config(base: str, seed: int):
     if base == "tiny":
         return PolicyConfig(seed=seed, device="cpu")
     if base.startswith("minilm-L"):
-        layers = int(base.removeprefix("minilm-L"))
-        encoder = EncoderSettings(trainable_layers=layers)
+        layers, _, reading = base.removeprefix("minilm-L").partition("-")
+        encoder = EncoderSettings(trainable_layers=int(layers), candidates=reading or "pooled")  # type: ignore[arg-type]
         return PolicyConfig(base=resolve_base("minilm"), encoder=encoder, seed=seed, device="cpu")
     return PolicyConfig(base=resolve_base("smollm2"), lora=LoraSettings(), seed=seed, device="cpu")
 

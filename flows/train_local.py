@@ -81,7 +81,13 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
                 noise=params.warm_start_noise,
                 seed=params.seed,
             ),
-            policy_config_for(params.base, params.seed, trained_split(params), params.encoder_layers),
+            policy_config_for(
+                params.base,
+                params.seed,
+                trained_split(params),
+                params.encoder_layers,
+                params.encoder_candidates,
+            ),
         )
         logger.info("warm start published as version %d", warm)
     protocol = evaluator_params(params)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, model_validator
 
-from distrl_core.policy.config import Vocabulary
+from distrl_core.policy.config import CandidateReading, Vocabulary
 from simulators.simdroid.tasks import TRAINED_BESIDE
 from storage.replay_config import ReplaySettings
 from tasks.bounds import (
@@ -81,6 +81,13 @@ class TrainLocalParams(BaseModel):
         description="An encoder base's top transformer layers trained (None: its default, 1; 0: the heads "
         "alone on the frozen encoder, an update ~16x cheaper on a CPU). Needs an encoder base.",
     )
+    encoder_candidates: CandidateReading | None = Field(
+        None,
+        description="How an encoder base reads a candidate action: 'pooled' (its text encoded alone, "
+        "compared with the instruction's summary) or 'spans' (read in place in the encoded screen, where "
+        "it has attended to the instruction: a cross-encoder, as the tiny model is). None: 'pooled'. "
+        "Needs an encoder base.",
+    )
     evaluate: bool = Field(
         True,
         description="Evaluate on the held-out split: the warm start first, then every version as it is "
@@ -132,11 +139,12 @@ class TrainLocalParams(BaseModel):
 
     @model_validator(mode="after")
     def _held_out_split_matches(self) -> TrainLocalParams:
-        if self.encoder_layers is not None and self.base is None:
-            raise ValueError(
-                "encoder_layers applies to an encoder base: add base='minilm' (--pretrained) or leave "
-                "encoder_layers out for the tiny default"
-            )
+        for name in ("encoder_layers", "encoder_candidates"):
+            if getattr(self, name) is not None and self.base is None:
+                raise ValueError(
+                    f"{name} applies to an encoder base: add base='minilm' (--pretrained) or leave "
+                    f"{name} out for the tiny default"
+                )
         if not self.validation and self.validation_split != "validation_words":
             raise ValueError(
                 f"validation_split={self.validation_split!r} applies only to a validation run: set "

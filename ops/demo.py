@@ -66,7 +66,7 @@ def run_demo(params: TrainLocalParams | None = None, root: str = ".distrl/demo")
     from distrl_core.policy.defaults import describe_defaults
     from tasks.warm_start import policy_config_for
 
-    policy = policy_config_for(params.base, seed, trained, params.encoder_layers)
+    policy = policy_config_for(params.base, seed, trained, params.encoder_layers, params.encoder_candidates)
     print(f"Policy: {describe_defaults(policy)}")
     result = train_local(params)
     elapsed = time.monotonic() - started

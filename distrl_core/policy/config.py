@@ -12,6 +12,8 @@ CRITICS = ("separate", "shared", "detached")
 # The task sets a tiny vocabulary can be built from: train, or the fit tasks beside a validation selection.
 Vocabulary = Literal["train", "fit", "fit_words", "fit_unseen"]
 VOCABULARIES: tuple[str, ...] = get_args(Vocabulary)
+CandidateReading = Literal["pooled", "spans"]
+CANDIDATE_READINGS: tuple[str, ...] = get_args(CandidateReading)
 
 
 @dataclass
@@ -74,17 +76,27 @@ class EncoderSettings:
       and the embeddings stay frozen, and their output per text is cached.
     - ``cache_megabytes``: byte cap of that cache (least recently used texts are evicted first).
     - ``max_tokens``: longest observation text in tokens; longer ones are cut (the screen's tail).
+    - ``candidates``: how a candidate is read. "pooled": its text encoded on its own and scored
+      against the instruction's pooled state (a bi-encoder); "spans": from the observation's own
+      top-layer states over the candidate's place in it, where its tokens attend to the
+      instruction and the screen (a cross-encoder, as the tiny default is), with the tiny
+      default's span head (see ``policy.encoder_spans``).
     """
 
     trainable_layers: int = 1
     cache_megabytes: int = 256
     max_tokens: int = 256
+    candidates: CandidateReading = "pooled"
 
     def validate(self) -> None:
         if self.trainable_layers < 0 or self.cache_megabytes < 1 or self.max_tokens < 8:
             raise ValueError(
                 "EncoderSettings needs trainable_layers >= 0, cache_megabytes >= 1 and max_tokens >= 8, got "
                 f"{self.trainable_layers}, {self.cache_megabytes}, {self.max_tokens}"
+            )
+        if self.candidates not in CANDIDATE_READINGS:
+            raise ValueError(
+                f"EncoderSettings.candidates must be one of {CANDIDATE_READINGS}, got {self.candidates!r}"
             )
 
 

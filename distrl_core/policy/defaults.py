@@ -68,7 +68,10 @@ def describe_defaults(config: PolicyConfig) -> str:
     kind = "tiny default" if config.base is None else f"pretrained base {config.base}"
     lora = "" if config.lora is None else f", LoRA r={config.lora.r} alpha={config.lora.alpha}"
     if config.encoder is not None:
-        lora = f", encoder with {config.encoder.trainable_layers} trained top layer(s), the rest frozen"
+        lora = (
+            f", encoder with {config.encoder.trainable_layers} trained top layer(s), the rest frozen, "
+            f"candidates read {config.encoder.candidates}"
+        )
     shown = ", ".join(f"{k}={v}" for k, v in values.items() if v is not None)
     return f"{kind}{lora}: {shown or 'one learning rate, whole-batch updates'}"
 

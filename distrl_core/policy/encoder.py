@@ -119,6 +119,7 @@ class EncoderBackbone(nn.Module):
             param.requires_grad_(self._trainable(name))
         self.cache = shared_cache(settings.cache_megabytes * 2**20)
         self._token_ids = functools.lru_cache(maxsize=1 << 16)(self._token_ids_uncached)
+        self._token_offsets = functools.lru_cache(maxsize=1 << 14)(self._token_offsets_uncached)
         self.identity = self._frozen_identity()
         # torch leaves the hook registration unannotated
         self.register_load_state_dict_post_hook(  # type: ignore[no-untyped-call]
@@ -190,6 +191,17 @@ class EncoderBackbone(nn.Module):
     def _token_ids_uncached(self, text: str) -> tuple[int, ...]:
         ids = self.tokenizer(text, truncation=True, max_length=self.settings.max_tokens)["input_ids"]
         return tuple(ids)
+
+    def token_offsets(self, text: str) -> tuple[tuple[int, int], ...]:
+        """Per token of ``token_ids(text)``, its [start, end) characters in ``text`` ((0, 0) for
+        [CLS] and [SEP])."""
+        return self._token_offsets(text)
+
+    def _token_offsets_uncached(self, text: str) -> tuple[tuple[int, int], ...]:
+        encoded = self.tokenizer(
+            text, truncation=True, max_length=self.settings.max_tokens, return_offsets_mapping=True
+        )
+        return tuple((int(a), int(b)) for a, b in encoded["offset_mapping"])
 
     @torch.no_grad()
     def _frozen_batch(self, texts: Sequence[str]) -> list[torch.Tensor]:

@@ -28,6 +28,7 @@ from distrl_core.algos.entropy import candidate_entropy, candidate_log_probs
 from distrl_core.envs.observation import Observation
 from distrl_core.policy.candidates import Candidate
 from distrl_core.policy.encoder import EncoderBackbone
+from distrl_core.policy.encoder_spans import score_span_steps
 from distrl_core.policy.parts import ActingParts
 from distrl_core.policy.prompt import SEPARATOR, scoring_segments
 from distrl_core.policy.scoring import ScoredSteps, sample_actions
@@ -46,6 +47,7 @@ class EncoderStep:
     instruction_chars: int  # its first characters that are "task : <instruction>"
     candidates: tuple[Candidate, ...]
     flags: tuple[int, ...]  # per candidate: FLAG_MATCH when it shares a word with the instruction
+    spans: tuple[tuple[int, int], ...]  # per candidate: its [start, end) characters in observation
 
     def index_of(self, action_text: str) -> int | None:
         for i, candidate in enumerate(self.candidates):
@@ -60,9 +62,14 @@ def encoder_step(
 ) -> EncoderStep:
     """The observation text and candidates of a step (a pure function of the stored row)."""
     segments, owners, candidates = scoring_segments(instruction, ui_text, history, screen_size)
-    del owners  # every element is context here; candidates are encoded on their own
     flags = tuple(FLAG_MATCH if shares_words(instruction, c.text) else FLAG_OTHER for c in candidates)
-    return EncoderStep(SEPARATOR.join(segments), len(segments[0]), tuple(candidates), flags)
+    spans: list[tuple[int, int]] = [(0, 0)] * len(candidates)
+    start = 0
+    for segment, owner in zip(segments, owners, strict=True):
+        if owner is not None:
+            spans[owner] = (start, start + len(segment))
+        start += len(segment) + len(SEPARATOR)
+    return EncoderStep(SEPARATOR.join(segments), len(segments[0]), tuple(candidates), flags, tuple(spans))
 
 
 def _instruction_tokens(backbone: EncoderBackbone, step: EncoderStep) -> int:
@@ -114,6 +121,8 @@ def _unit(x: torch.Tensor) -> torch.Tensor:
 
 def score_encoder_steps(parts: ActingParts, steps: Sequence[EncoderStep]) -> ScoredSteps:
     """π over each step's candidates, V(s) and the trajectory logit; gradients flow unless disabled."""
+    if parts.config.encoder is not None and parts.config.encoder.candidates == "spans":
+        return score_span_steps(parts, steps)
     backbone = parts.model
     assert isinstance(backbone, EncoderBackbone)
     observations = list(dict.fromkeys(s.observation for s in steps))

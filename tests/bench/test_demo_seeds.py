@@ -91,6 +91,12 @@ def test_the_unseen_validation_selection_is_passed_on_and_kept_apart() -> None:
     heads = settings_of(parse_args(["--pretrained", "--encoder-layers", "0"]))
     assert heads.argv(0)[-4:] == ["--base", "minilm", "--encoder-layers", "0"]
     assert heads.folder() == "minilm-L0-wsdefault-6min"  # apart from the default top-layer runs
+    spans = settings_of(parse_args(["--pretrained", "--encoder-candidates", "spans"]))
+    assert spans.argv(0)[-4:] == ["--base", "minilm", "--encoder-candidates", "spans"]
+    assert spans.folder() == "minilm-spans-wsdefault-6min"  # apart from the pooled reading's runs
+    fewer = settings_of(parse_args(["--pretrained", "--collectors", "1"]))
+    assert fewer.argv(0)[-4:] == ["--base", "minilm", "--collectors", "1"]
+    assert fewer.folder() == "minilm-c1-wsdefault-6min"
 
 
 def test_the_result_goes_to_the_out_file_given_and_validation_to_its_own(tmp_path: Path) -> None:

