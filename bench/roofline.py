@@ -6,7 +6,8 @@
    cache cold and warm), and one learner update (``Learner.update``, A-RIDE) on 16 trajectories of
    the noisy expert's demonstrations: seconds (median of ``--repeats``), updates per minute, the
    FLOPs of the update (``torch.utils.flop_counter.FlopCounterMode``, forward and backward; it counts
-   matmuls and attention, which dominate), and the achieved GFLOP/s as a share of the peak.
+   matmuls and attention, which dominate), and the achieved GFLOP/s as a share of the peak; for an
+   encoder base also the update with its frozen-state cache emptied first (``update_cold_*``).
 
 Bases: ``tiny`` (the default), ``minilm-L<k>`` (all-MiniLM-L6-v2 with its top k layers trained; the
 folder from ``distrl pretrained``; ``-spans``: candidates read in place, EncoderSettings.candidates), and ``smollm2`` (acting only: one of its updates takes minutes on
@@ -125,7 +126,25 @@ def measure_base(base: str, threads: int, repeats: int, peak: float, seed: int =
     }
     if cache is not None:
         result["cache_mb"] = cache.bytes / 2**20
+        result |= _cold_update(learner, batch, cache, repeats)
     return result
+
+
+def _cold_update(learner, batch, cache, repeats: int) -> dict:
+    """The same update with the frozen-state cache emptied first: what the learner pays for steps
+    whose texts were evicted (a replay larger than the cache, sampled by priority)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    cache.clear()
+    with FlopCounterMode(display=False) as counter:
+        learner.update(batch)
+    times = []
+    for _ in range(repeats):
+        cache.clear()
+        started = time.perf_counter()
+        learner.update(batch)
+        times.append(time.perf_counter() - started)
+    return {"update_cold_s": statistics.median(times), "update_cold_gflop": counter.get_total_flops() / 1e9}
 
 
 def main() -> int:
