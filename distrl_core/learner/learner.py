@@ -137,6 +137,7 @@ class Learner:
         backbone_lr: float | None = None,
     ) -> None:
         self.policy = policy
+        policy.prepare_for_learning()
         self.config = config or LearnerConfig()
         self.policy_version = policy_version
         self.updates = 0

@@ -75,6 +75,11 @@ class EncoderSettings:
     - ``trainable_layers``: top transformer layers trained (0: the heads alone); the layers below
       and the embeddings stay frozen, and their output per text is cached.
     - ``cache_megabytes``: byte cap of that cache (least recently used texts are evicted first).
+    - ``learner_cache_megabytes``: the cap in a process that trains (``Learner``). A learner samples
+      its replay by priority again and again, so a step evicted since it was collected costs the
+      frozen layers again (~4x an update's work when every text misses); at ~200 KB per
+      observation, 2048 MB hold ~10,000 steps, the whole replay of a 6-minute demo. Collectors see
+      each screen once and keep the smaller cap.
     - ``max_tokens``: longest observation text in tokens; longer ones are cut (the screen's tail).
     - ``candidates``: how a candidate is read. "pooled": its text encoded on its own and scored
       against the instruction's pooled state (a bi-encoder); "spans": from the observation's own
@@ -85,6 +90,7 @@ class EncoderSettings:
 
     trainable_layers: int = 1
     cache_megabytes: int = 256
+    learner_cache_megabytes: int = 2048
     max_tokens: int = 256
     candidates: CandidateReading = "pooled"
 
@@ -93,6 +99,12 @@ class EncoderSettings:
             raise ValueError(
                 "EncoderSettings needs trainable_layers >= 0, cache_megabytes >= 1 and max_tokens >= 8, got "
                 f"{self.trainable_layers}, {self.cache_megabytes}, {self.max_tokens}"
+            )
+        if self.learner_cache_megabytes < self.cache_megabytes:
+            raise ValueError(
+                f"EncoderSettings.learner_cache_megabytes ({self.learner_cache_megabytes}) is below "
+                f"cache_megabytes ({self.cache_megabytes}): a learner re-reads its replay, so give it at least "
+                "the collectors' cap"
             )
         if self.candidates not in CANDIDATE_READINGS:
             raise ValueError(

@@ -126,6 +126,10 @@ class EncoderBackbone(nn.Module):
             lambda module, keys: module._refresh_identity()
         )
 
+    def reserve_for_learning(self) -> None:
+        """Raise the process's cache cap to ``learner_cache_megabytes``: a learner re-reads its replay."""
+        self.cache = shared_cache(self.settings.learner_cache_megabytes * 2**20)
+
     # ----- what the policy reads of a Hugging Face model ------------------------------------------
     @property
     def config(self) -> Any:

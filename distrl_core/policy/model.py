@@ -25,6 +25,7 @@ from distrl_core.policy.backbone import (
     resolve_checkpoint_dir,
 )
 from distrl_core.policy.config import PolicyConfig
+from distrl_core.policy.encoder import EncoderBackbone
 from distrl_core.policy.heads import PolicyHeads
 from distrl_core.policy.parts import ActingParts
 from distrl_core.policy.prompt import PROMPT_WORDS, EncodedStep, encode_scoring_step, last_actions
@@ -155,6 +156,12 @@ class Policy:
         return getattr(self.model, "config", None)
 
     # ----- parameters -----------------------------------------------------------------------------
+    def prepare_for_learning(self) -> None:
+        """Called by a ``Learner`` on its policy: an encoder base's frozen-state cache grows to its
+        learner cap (the tiny model and a LoRA base have nothing to prepare)."""
+        if isinstance(self.model, EncoderBackbone):
+            self.model.reserve_for_learning()
+
     def actor_parameters(self) -> list[nn.Parameter]:
         backbone = [p for p in self.model.parameters() if p.requires_grad]
         return backbone + self.heads.actor_parameters()

@@ -242,3 +242,18 @@ def test_the_learners_prefix_only_top_layer_gives_the_same_values_and_gradients(
     assert len(g_full) >= 16  # the top layer's weights and biases
     for a, b in zip(g_full, g_split, strict=True):
         assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.slow  # loads the 23 M-parameter base
+def test_a_learner_grows_the_cache_to_hold_its_replay(policy):
+    """Collectors keep the small cap; a process that trains raises it to learner_cache_megabytes,
+    since a learner samples its replay again and again (an evicted step costs the frozen layers anew)."""
+    from distrl_core.learner import Learner
+    from distrl_core.policy.config import EncoderSettings
+
+    settings = policy.config.encoder
+    assert settings.learner_cache_megabytes > settings.cache_megabytes
+    Learner(policy)
+    assert policy.model.cache.max_bytes == settings.learner_cache_megabytes * 2**20
+    with pytest.raises(ValueError, match="learner_cache_megabytes"):
+        EncoderSettings(cache_megabytes=512, learner_cache_megabytes=256).validate()
