@@ -33,6 +33,7 @@ __all__ = ["EncoderBackbone", "FrozenStateCache", "load_encoder", "shared_cache"
 
 TRAINABLE_FILE = "trainable.safetensors"
 MISS_CHUNK = 16  # texts per forward of the frozen layers when filling the cache
+TOP_CHUNK = 32  # texts per forward of the trainable layers, sorted by length so each chunk pads little
 
 
 class FrozenStateCache:

@@ -27,6 +27,7 @@ import torch
 from distrl_core.algos.entropy import candidate_entropy, candidate_log_probs
 from distrl_core.envs.observation import Observation
 from distrl_core.policy.candidates import Candidate
+from distrl_core.policy.encoder import TOP_CHUNK as CHUNK
 from distrl_core.policy.encoder import EncoderBackbone
 from distrl_core.policy.encoder_spans import score_span_steps
 from distrl_core.policy.parts import ActingParts
@@ -36,9 +37,6 @@ from distrl_core.policy.tokenizer import FLAG_MATCH, FLAG_OTHER, shares_words
 from distrl_core.policy.types import ActOutput, StepInput
 
 __all__ = ["EncoderStep", "act_encoder", "encoder_step", "evaluate_encoder", "score_encoder_steps"]
-
-# Texts per forward of the trainable layers, sorted by length so each chunk pads little.
-CHUNK = 32
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from distrl_core.algos.entropy import candidate_entropy, candidate_log_probs
+from distrl_core.policy.encoder import TOP_CHUNK as CHUNK
 from distrl_core.policy.encoder import EncoderBackbone
 from distrl_core.policy.parts import ActingParts
 from distrl_core.policy.scoring import ScoredSteps
@@ -32,8 +33,6 @@ if TYPE_CHECKING:  # encoder_scoring imports this module to dispatch on the read
     from distrl_core.policy.encoder_scoring import EncoderStep
 
 __all__ = ["masked_mean", "score_span_steps", "token_spans"]
-
-CHUNK = 32  # observations per forward of the trainable layers, sorted by length
 
 
 def token_spans(
