@@ -19,8 +19,8 @@ from distrl_core.envs.protocol import Task
 from distrl_core.learner import LearnerConfig
 from distrl_core.learner.config import ALGORITHMS, Algorithm
 from distrl_core.learner.losses import field_readers
-from distrl_core.policy import LoraSettings, PolicyConfig
-from distrl_core.policy.config import EncoderSettings, TinyModelConfig
+from distrl_core.policy import PolicyConfig
+from distrl_core.policy.config import policy_config_for
 from distrl_core.policy.pretrained import is_encoder_folder, resolve_base
 from simulators.simdroid.tasks import TRAINED_BESIDE, load_tasks
 from simulators.warm_start import WarmStartConfig
@@ -132,17 +132,15 @@ class CurveSettings:
         vocabulary = (
             "train" if self.heldout_split in ("test", "validation") else TRAINED_BESIDE[self.heldout_split]
         )
-        if self.base is None:
-            tiny = TinyModelConfig(seed=seed)
-            return PolicyConfig(device="cpu", seed=seed, tiny=tiny, vocabulary=vocabulary)
-        base = resolve_base(self.base)
-        if is_encoder_folder(base):
-            encoder = EncoderSettings(
-                trainable_layers=self.encoder_layers,
-                candidates=self.encoder_candidates,  # type: ignore[arg-type]
-            )
-            return PolicyConfig(base=base, encoder=encoder, device="cpu", seed=seed)
-        return PolicyConfig(base=base, lora=LoraSettings(), device="cpu", seed=seed)
+        encoder = self.base is not None and is_encoder_folder(resolve_base(self.base))
+        return policy_config_for(
+            self.base,
+            seed,
+            vocabulary,  # type: ignore[arg-type]
+            self.encoder_layers if encoder else None,
+            self.encoder_candidates if encoder else None,  # type: ignore[arg-type]
+            device="cpu",
+        )
 
     def learner_for(self, algorithm: Algorithm) -> dict[str, Any]:
         """The ``learner`` overrides ``algorithm`` reads (LearnerConfig refuses the others)."""

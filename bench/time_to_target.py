@@ -88,10 +88,11 @@ def run_one(seed: int, mode: str, settings: dict, root: str) -> dict:
     os.environ.setdefault("PREFECT_HOME", str(Path(root) / f"prefect-{os.getpid()}"))
     folder = prepare(Path(root) / f"seed{seed}-{mode}")
     use_store(folder)
+    from distrl_core.policy.config import policy_config_for
     from flows.train_local import train_local
     from simulators.warm_start import WarmStartConfig
     from tasks.evaluator import EvaluatorParams
-    from tasks.warm_start import policy_config_for, warm_start_policy
+    from tasks.warm_start import warm_start_policy
 
     args = argparse.Namespace(**{**settings, "seed": seed})
     warm_start_policy.fn(

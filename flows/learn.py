@@ -14,6 +14,7 @@ from typing import TypedDict
 
 from prefect import flow, get_run_logger
 
+from distrl_core.policy.config import policy_config_for
 from distrl_core.policy.defaults import configure_threads
 from simulators.warm_start import WarmStartConfig
 from storage.registry import PolicyRegistry
@@ -33,7 +34,7 @@ from tasks.progress import BoundedProgress
 from tasks.retry import with_retries
 from tasks.run_log import report_in_run_log
 from tasks.stop import find_token, should_stop
-from tasks.warm_start import policy_config_for, warm_start_policy
+from tasks.warm_start import warm_start_policy
 
 
 def _run_name() -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+from distrl_core.policy.config import policy_config_for
 from flows.collect import collect
 from flows.embedded_evaluator import start_embedded_evaluator
 from flows.learn import learn
@@ -41,7 +42,7 @@ from tasks.learner import (
 )
 from tasks.progress import ProgressMonitor
 from tasks.stop import StopToken, signalled
-from tasks.warm_start import policy_config_for, warm_start_policy
+from tasks.warm_start import warm_start_policy
 
 log = logging.getLogger(__name__)
 

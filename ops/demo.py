@@ -63,8 +63,8 @@ def run_demo(params: TrainLocalParams | None = None, root: str = ".distrl/demo")
             f"({HELD_OUT_MEANING.get(heldout, 'a selection of train')}); the test split is never loaded."
         )
     started = time.monotonic()
+    from distrl_core.policy.config import policy_config_for
     from distrl_core.policy.defaults import describe_defaults
-    from tasks.warm_start import policy_config_for
 
     policy = policy_config_for(params.base, seed, trained, params.encoder_layers, params.encoder_candidates)
     print(f"Policy: {describe_defaults(policy)}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
-__all__ = ["EncoderSettings", "LoraSettings", "PolicyConfig", "TinyModelConfig"]
+__all__ = ["EncoderSettings", "LoraSettings", "PolicyConfig", "TinyModelConfig", "policy_config_for"]
 
 MODES = ("scoring", "generative")
 CRITICS = ("separate", "shared", "detached")
@@ -239,3 +239,41 @@ class PolicyConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PolicyConfig:
         return cls(**data)
+
+
+def policy_config_for(
+    base: str | None,
+    seed: int = 0,
+    vocabulary: Vocabulary = "train",
+    encoder_layers: int | None = None,
+    encoder_candidates: CandidateReading | None = None,
+    device: str = "auto",
+) -> PolicyConfig:
+    """The policy a run starts from: the tiny default (initial weights from ``seed``, its word
+    vocabulary from the ``vocabulary`` tasks: "train", or a validation selection's fit tasks when
+    choices are made there), an encoder base (its top layer and the heads trained; "minilm" names
+    the packaged all-MiniLM-L6-v2), or a causal LM adapted with LoRA ("smollm2" names the packaged
+    SmolLM2); ``seed`` also seeds the sampler. A pretrained base brings its own tokenizer.
+    ``encoder_layers``: an encoder base's top layers trained (None: EncoderSettings' default);
+    ``encoder_candidates``: how it reads a candidate, "pooled" or "spans" (None: its default)."""
+    encoder_options = encoder_layers is not None or encoder_candidates is not None
+    if base is None:
+        if encoder_options:
+            raise ValueError(
+                "encoder_layers and encoder_candidates apply to an encoder base (e.g. base='minilm'), not "
+                "the tiny model"
+            )
+        return PolicyConfig(device=device, seed=seed, tiny=TinyModelConfig(seed=seed), vocabulary=vocabulary)
+    from distrl_core.policy.pretrained import is_encoder_folder, resolve_base  # files, not config
+
+    base = resolve_base(base)
+    if is_encoder_folder(base):
+        chosen: dict[str, Any] = {} if encoder_layers is None else {"trainable_layers": encoder_layers}
+        chosen |= {} if encoder_candidates is None else {"candidates": encoder_candidates}
+        return PolicyConfig(base=base, encoder=EncoderSettings(**chosen), device=device, seed=seed)
+    if encoder_options:
+        raise ValueError(
+            f"encoder_layers and encoder_candidates apply to an encoder base; {base} is a causal LM "
+            "adapted with LoRA: leave them out"
+        )
+    return PolicyConfig(base=base, lora=LoraSettings(), device=device, seed=seed)

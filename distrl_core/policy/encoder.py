@@ -250,6 +250,16 @@ class EncoderBackbone(nn.Module):
                 self.cache.put(self.identity, text, value)
         return [v if v is not None else computed[t] for t, v in zip(texts, out, strict=True)]
 
+    def top_states(self, states: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """The trainable layers' output (T_i, D) of each text's frozen states, run over
+        length-sorted chunks (``length_sorted_chunks``)."""
+        out: list[torch.Tensor] = [torch.empty(0)] * len(states)
+        for chunk in length_sorted_chunks([len(s) for s in states]):
+            hidden, _ = self.top([states[i] for i in chunk])
+            for j, i in enumerate(chunk):
+                out[i] = hidden[j, : len(states[i])]
+        return out
+
     def top(self, states: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """The trainable layers over padded frozen states: hidden (N, T, D) and mask (N, T)."""
         return self._padded_through(states, list(self._layers()[self.split :]))
@@ -280,6 +290,13 @@ class EncoderBackbone(nn.Module):
             for layer in layers:
                 hidden = layer(hidden, attention)
         return hidden, mask
+
+
+def length_sorted_chunks(lengths: Sequence[int]) -> list[list[int]]:
+    """Indices of texts in chunks of ``TOP_CHUNK``, sorted by length so that each padded chunk
+    pads little."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    return [order[start : start + TOP_CHUNK] for start in range(0, len(order), TOP_CHUNK)]
 
 
 def layer_at_prefix(layer: Any, hidden: torch.Tensor, mask: torch.Tensor, width: int) -> torch.Tensor:

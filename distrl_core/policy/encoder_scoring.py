@@ -27,8 +27,7 @@ import torch
 from distrl_core.algos.entropy import candidate_entropy, candidate_log_probs
 from distrl_core.envs.observation import Observation
 from distrl_core.policy.candidates import Candidate
-from distrl_core.policy.encoder import TOP_CHUNK as CHUNK
-from distrl_core.policy.encoder import EncoderBackbone
+from distrl_core.policy.encoder import EncoderBackbone, length_sorted_chunks
 from distrl_core.policy.encoder_spans import score_span_steps
 from distrl_core.policy.parts import ActingParts
 from distrl_core.policy.prompt import SEPARATOR, scoring_segments
@@ -89,27 +88,21 @@ def _pooled(
     differentiated, through the last layer at the prefix positions alone (``top_prefix``): the same
     values, and about half the learner's cost of the top layer."""
     states = backbone.frozen_states(texts)
-    order = sorted(range(len(texts)), key=lambda i: len(states[i]))
-    means: list[torch.Tensor] = [torch.empty(0)] * len(texts)
-    prefixes: list[torch.Tensor] = [torch.empty(0)] * len(texts)
     split = mean_detached and prefix_tokens is not None and torch.is_grad_enabled()
-    for start in range(0, len(order), CHUNK):
-        chunk = order[start : start + CHUNK]
-        chunk_states = [states[i] for i in chunk]
-        with torch.no_grad() if split else contextlib.nullcontext():
-            hidden, mask = backbone.top(chunk_states)
-        weights = mask.to(hidden.dtype)
-        mean = (hidden * weights[..., None]).sum(1) / weights.sum(1, keepdim=True)
-        if split:
-            assert prefix_tokens is not None
-            widths = [min(prefix_tokens[i], len(states[i])) for i in chunk]
-            hidden = backbone.top_prefix(chunk_states, max(widths))
+    with torch.no_grad() if split else contextlib.nullcontext():
+        tops = backbone.top_states(states)
+    pooled = torch.stack([top.mean(0) for top in tops])
+    if prefix_tokens is None:
+        return pooled, None
+    widths = [min(p, len(s)) for p, s in zip(prefix_tokens, states, strict=True)]
+    if not split:
+        return pooled, torch.stack([top[:w].mean(0) for top, w in zip(tops, widths, strict=True)])
+    prefixes: list[torch.Tensor] = [torch.empty(0)] * len(texts)
+    for chunk in length_sorted_chunks([len(s) for s in states]):
+        hidden = backbone.top_prefix([states[i] for i in chunk], max(widths[i] for i in chunk))
         for j, i in enumerate(chunk):
-            means[i] = mean[j]
-            if prefix_tokens is not None:
-                prefixes[i] = hidden[j, : min(prefix_tokens[i], len(states[i]))].mean(0)
-    pooled = torch.stack(means)
-    return pooled, (torch.stack(prefixes) if prefix_tokens is not None else None)
+            prefixes[i] = hidden[j, : widths[i]].mean(0)
+    return pooled, torch.stack(prefixes)
 
 
 def _unit(x: torch.Tensor) -> torch.Tensor:

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 import torch
 
 from distrl_core.algos.entropy import candidate_entropy, candidate_log_probs
-from distrl_core.policy.encoder import TOP_CHUNK as CHUNK
 from distrl_core.policy.encoder import EncoderBackbone
 from distrl_core.policy.parts import ActingParts
 from distrl_core.policy.scoring import ScoredSteps
@@ -32,7 +31,7 @@ from distrl_core.policy.tokenizer import FLAG_OTHER
 if TYPE_CHECKING:  # encoder_scoring imports this module to dispatch on the reading
     from distrl_core.policy.encoder_scoring import EncoderStep
 
-__all__ = ["masked_mean", "score_span_steps", "token_spans"]
+__all__ = ["score_span_steps", "token_spans"]
 
 
 def token_spans(
@@ -55,26 +54,6 @@ def token_spans(
     return out
 
 
-def _top_states(backbone: EncoderBackbone, texts: Sequence[str]) -> list[torch.Tensor]:
-    """The top layer's states (T_i, D) of each text, its trainable layers run over length-sorted
-    chunks so that each pads little."""
-    states = backbone.frozen_states(texts)
-    order = sorted(range(len(texts)), key=lambda i: len(states[i]))
-    out: list[torch.Tensor] = [torch.empty(0)] * len(texts)
-    for start in range(0, len(order), CHUNK):
-        chunk = order[start : start + CHUNK]
-        hidden, _ = backbone.top([states[i] for i in chunk])
-        for j, i in enumerate(chunk):
-            out[i] = hidden[j, : len(states[i])]
-    return out
-
-
-def masked_mean(hidden: torch.Tensor, width: torch.Tensor) -> torch.Tensor:
-    """Mean over each row's first ``width`` positions: (N, T, D), (N,) -> (N, D)."""
-    keep = (torch.arange(hidden.shape[1], device=hidden.device)[None, :] < width[:, None]).to(hidden.dtype)
-    return (hidden * keep[..., None]).sum(1) / keep.sum(1, keepdim=True)
-
-
 def score_span_steps(parts: ActingParts, steps: Sequence[EncoderStep]) -> ScoredSteps:
     """π over each step's candidates, V(s) and the trajectory logit; gradients flow unless disabled."""
     backbone = parts.model
@@ -82,14 +61,10 @@ def score_span_steps(parts: ActingParts, steps: Sequence[EncoderStep]) -> Scored
     device = parts.device
     first_step = {s.observation: s for s in reversed(steps)}  # any step of each observation
     observations = list(dict.fromkeys(s.observation for s in steps))
-    per_text = _top_states(backbone, observations)
+    per_text = backbone.top_states(backbone.frozen_states(observations))
     hidden = torch.nn.utils.rnn.pad_sequence(per_text, batch_first=True)  # (O, T, D)
-    lengths = torch.tensor([len(h) for h in per_text], device=device)
     # [CLS] + "task : <instruction>" per observation (its tokenisation less [SEP])
-    first = torch.tensor(
-        [len(backbone.token_ids(o[: first_step[o].instruction_chars])) - 1 for o in observations],
-        device=device,
-    )
+    first = [len(backbone.token_ids(o[: first_step[o].instruction_chars])) - 1 for o in observations]
     row_of = {o: i for i, o in enumerate(observations)}
     rows = torch.tensor([row_of[s.observation] for s in steps], device=device)
 
@@ -111,7 +86,8 @@ def score_span_steps(parts: ActingParts, steps: Sequence[EncoderStep]) -> Scored
         step_hidden = step_hidden + parts.heads.match(token_flags.to(device)).to(step_hidden.dtype)
     scores = parts.heads.candidate_scores(step_hidden, starts, ends) / parts.config.temperature
 
-    u, q = masked_mean(hidden, lengths), masked_mean(hidden, first)  # (O, D) each
+    u = torch.stack([top.mean(0) for top in per_text])  # (O, D)
+    q = torch.stack([top[:f].mean(0) for top, f in zip(per_text, first, strict=True)])  # (O, D)
     if parts.config.critic != "shared":
         u, q = u.detach(), q.detach()
     return ScoredSteps(

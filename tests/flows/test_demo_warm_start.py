@@ -13,12 +13,12 @@ import pytest
 
 from bench._gap_episodes import run_inspected
 from distrl_core.policy import Policy
+from distrl_core.policy.config import policy_config_for
 from flows.train_local import TrainLocalParams
 from simulators.sim_env import SimDroidEnvConfig
 from simulators.simdroid.device import SimDroidConfig
 from simulators.simdroid.tasks import validation_split
 from simulators.warm_start import WarmStartConfig, collect_demonstrations, supervised_warm_start
-from tasks.warm_start import policy_config_for
 
 # The budget that won on the validation split (docs/performance.md); the demo's default follows
 # once its five-seed table is re-measured with it.

@@ -202,8 +202,8 @@ def test_an_encoder_config_rejects_what_it_cannot_do():
 def test_the_switch_picks_the_encoder_path_for_an_encoder_folder(minilm_dir):
     import argparse
 
+    from distrl_core.policy.config import policy_config_for
     from ops.cli_flows import _demo_options
-    from tasks.warm_start import policy_config_for
 
     config = policy_config_for(str(minilm_dir), seed=3)
     assert config.encoder is not None and config.lora is None and config.seed == 3

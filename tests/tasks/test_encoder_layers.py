@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from distrl_core.policy.config import policy_config_for
 from flows.train_local_params import TrainLocalParams
-from tasks.warm_start import policy_config_for
 
 
 def _folder(tmp_path: Path, model_type: str) -> str:
