@@ -53,7 +53,7 @@ def informative(shares: dict[str, float], top: int) -> dict[str, float]:
     return dict(list(kept.items())[:top])
 
 
-def profile_table(profile: dict, wall_s: dict[str, float], top: int = 20) -> dict[str, dict]:
+def profile_table(profile: dict, top: int = 20) -> dict[str, dict]:
     """Per group: wall-clock sampled (thread-seconds), CPU seconds, CPU / wall, and the ``top``
     functions by inclusive share of its samples."""
     out = {}
@@ -64,7 +64,6 @@ def profile_table(profile: dict, wall_s: dict[str, float], top: int = 20) -> dic
             "thread_seconds_sampled": round(thread_wall, 1),
             "cpu_s": entry["cpu_s"],
             "cpu_per_wall": round(entry["cpu_s"] / thread_wall, 3) if thread_wall else None,
-            "wall_s": round(wall_s.get(group, 0.0), 1),
             "inclusive_top": informative(entry["inclusive"], top),
             "exclusive_top": informative(entry["exclusive"], top),
         }
@@ -104,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         "learner_s_per_update": round(rl_wall / learner["updates"], 3) if learner.get("updates") else None,
         "learner_duty_cycle": learner.get("duty_cycle"),
         "heldout_success_final": summary["heldout_success_final"],
-        "groups": profile_table(profile, {"learner": rl_wall}),
+        "groups": profile_table(profile),
         "profile": profile,
     }
     path = write_result(args.out, result)

@@ -66,7 +66,7 @@ def test_the_table_relates_cpu_to_the_wall_clock_sampled():
     profile = {"interval_s": 0.05, "learner": group} | {
         g: empty for g in ("collectors", "replay-prefetch", "replay-ingest")
     }
-    table = profile_table(profile, {"learner": 10.0})
+    table = profile_table(profile)
     assert table["learner"]["thread_seconds_sampled"] == 10.0
     assert table["learner"]["cpu_per_wall"] == 0.5
     assert table["collectors"]["cpu_per_wall"] is None
