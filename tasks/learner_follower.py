@@ -296,6 +296,13 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(launch(args.head, args.processes, args.device, args.interface, args.max_restarts))
     configure_threads("learner")  # as rank 0 (DISTRL_LEARNER_THREADS, else torch's default)
     log.info("stopped after %d updates", follow(args.head, args.local_rank, args.device))
+    # The follower keeps nothing to save (rank 0 publishes), and letting the interpreter tear down
+    # torch's C++ objects after gloo closed can abort the process ("terminate called without an
+    # active exception", exit -6) although every update finished: leave without that teardown.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
