@@ -58,6 +58,11 @@ class LearnerConfig:
     actor_lr: float = 3e-4
     """AdamW learning rate of the actor (backbone, scoring head). DistRL lm_lr 1e-4, DigiRL 1e-4.
     The default was chosen on the validation split (docs/performance.md)."""
+    backbone_lr: float | None = None
+    """AdamW learning rate of a pretrained base's trained backbone weights (a LoRA adapter, an
+    encoder's trained top layers); the heads keep ``actor_lr``. None: the base's default
+    (``policy.defaults``: 1e-4 for a LoRA base, 5e-5 for an encoder); on the tiny model a value
+    here gives its decoder this rate, apart from the heads."""
     critic_lr: float = 1e-3
     """AdamW learning rate of the critics (value head, trajectory critic). DistRL 1e-4, DigiRL 1e-4."""
     weight_decay: float = 0.0
@@ -249,7 +254,7 @@ def _of_kind(f: Field[Any], value: Any) -> tuple[bool, str]:
     integer = isinstance(value, int) and not isinstance(value, bool)
     if f.name in ("max_policy_lag", "micro_batch_size"):
         return value is None or integer, "an integer or null"
-    if f.name == "phrasing_dropout":
+    if f.name in ("phrasing_dropout", "backbone_lr"):
         number = isinstance(value, int | float) and not isinstance(value, bool)
         return value is None or (number and math.isfinite(value)), "a finite number or null"
     return integer, "an integer"
@@ -293,6 +298,8 @@ def _sign_problems(config: LearnerConfig) -> list[str]:
         for name in _NON_NEGATIVE
         if getattr(config, name) < 0
     ]
+    if config.backbone_lr is not None and not config.backbone_lr > 0:
+        problems.append(f"backbone_lr must be > 0 or null (the base's default), got {config.backbone_lr}")
     return problems
 
 

@@ -121,8 +121,8 @@ class Learner:
     ``policy_version`` is the version the learner's weights correspond to (the caller bumps it when
     it publishes); the batch's policy lag is measured against it. Separate AdamW optimisers (and
     learning rates) for the actor and the critics. On a pretrained base (``policy.config.base``)
-    the actor's optimiser has two groups, the adapter at ``backbone_lr`` (default from
-    policy.defaults: 1e-4) and the heads at ``actor_lr``, and a micro-batch holds
+    the actor's optimiser has two groups, the trained backbone weights at ``config.backbone_lr``
+    (None: the base's default from policy.defaults) and the heads at ``actor_lr``, and a micro-batch holds
     ``PRETRAINED.micro_batch_size`` trajectories when ``config.micro_batch_size`` is None; the tiny
     default keeps one group and micro-batches of ``DEFAULT_MICRO_BATCH_SIZE``. An explicit
     ``config.micro_batch_size`` is honoured on either.
@@ -134,7 +134,6 @@ class Learner:
         config: LearnerConfig | None = None,
         *,
         policy_version: int = 0,
-        backbone_lr: float | None = None,
     ) -> None:
         self.policy = policy
         policy.prepare_for_learning()
@@ -145,7 +144,7 @@ class Learner:
         torch.manual_seed(self.config.seed)
         cfg = self.config
         self.actor_optimizer = torch.optim.AdamW(
-            self._actor_groups(backbone_lr), lr=cfg.actor_lr, weight_decay=cfg.weight_decay
+            self._actor_groups(), lr=cfg.actor_lr, weight_decay=cfg.weight_decay
         )
         self.micro_batch_size = self._micro_batch_size()
         self.critic_optimizer = torch.optim.AdamW(
@@ -167,8 +166,8 @@ class Learner:
         with self.average.swapped_in() if self.average is not None else nullcontext():
             yield self.policy
 
-    def _actor_groups(self, backbone_lr: float | None) -> list[dict[str, Any]]:
-        backbone_lr = backbone_lr or training_defaults(self.policy.config).learner_backbone_lr
+    def _actor_groups(self) -> list[dict[str, Any]]:
+        backbone_lr = self.config.backbone_lr or training_defaults(self.policy.config).learner_backbone_lr
         return self.policy.actor_parameter_groups(self.config.actor_lr, backbone_lr)
 
     def _micro_batch_size(self) -> int:

@@ -58,6 +58,28 @@ def test_pretrained_base_gets_an_adapter_group_and_micro_batches(lora_policy):
     assert "backbone_lr=0.0002" in describe_defaults(lora_policy.config)
 
 
+def test_a_configured_backbone_rate_overrides_the_bases_default(lora_policy, make_policy):
+    learner = Learner(lora_policy, LearnerConfig(actor_lr=5e-4, backbone_lr=3e-4))
+    lrs = {g["name"]: g["lr"] for g in learner.actor_optimizer.param_groups}
+    assert lrs == {"backbone": 3e-4, "heads": 5e-4}
+    # On the tiny model the decoder gets the rate apart from the heads, every actor weight once.
+    tiny = make_policy()
+    groups = {
+        g["name"]: g for g in Learner(tiny, LearnerConfig(backbone_lr=1e-4)).actor_optimizer.param_groups
+    }
+    assert groups["backbone"]["lr"] == 1e-4 and groups["heads"]["lr"] == LearnerConfig().actor_lr
+    trained = [id(p) for g in groups.values() for p in g["params"]]
+    assert sorted(trained) == sorted(id(p) for p in tiny.actor_parameters())
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"), [(0.0, "must be > 0 or null"), ("fast", "a finite number or null")]
+)
+def test_a_bad_backbone_rate_is_refused_by_name(value, problem):
+    with pytest.raises(ValueError, match=f"backbone_lr .*{problem}"):
+        LearnerConfig(backbone_lr=value).validate()
+
+
 def test_accumulated_warm_start_gradient_equals_the_whole_batch_one(make_policy, episode_rows):
     by_episode: dict[str, list] = {}
     for row in episode_rows:
