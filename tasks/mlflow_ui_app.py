@@ -11,7 +11,8 @@ through MLflow's FastAPI app under uvicorn, as `mlflow server` does) whose page 
 switch still writes that choice, and a browser keeps whatever it chose.
 
 Registered in pyproject.toml as the `mlflow.app` entry point `distrl`, as MLflow's own `basic-auth`
-app is.
+app is. A team server with users and permissions takes `--app-name distrl-basic-auth`: MLflow's
+`basic-auth` app (its `MLFLOW_AUTH_CONFIG_PATH`, users, permissions) with the same page.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from flask import Flask, Response
 
 APP_NAME = "distrl"  # the entry point's name: `mlflow server --app-name distrl`
+AUTH_APP_NAME = "distrl-basic-auth"  # MLflow's basic-auth app with the same page
 STORED_CHOICE_KEY = "mlflow.workflowType_v1"  # where 3.17's UI keeps the view a browser chose
 MODEL_TRAINING = "machine_learning"
 # The stored value is JSON, as the UI writes it; on the first visit only, so a choice is never undone.
@@ -58,14 +60,27 @@ def _default_view(response: Response) -> Response:
     return response
 
 
-def create_app(app: Flask | None = None) -> object:
-    """The entry point MLflow's `--app-name` calls: its Flask app with the page rewritten, as the ASGI
-    app uvicorn serves (or the Flask app itself under gunicorn or waitress)."""
+def _with_default_view(app: Flask | None) -> Flask:
     from mlflow.server import app as mlflow_app
 
     flask_app = app or mlflow_app
     if _default_view not in flask_app.after_request_funcs.get(None, []):  # once per app, however often called
         flask_app.after_request(_default_view)
+    return flask_app
+
+
+def create_auth_app(app: Flask | None = None) -> object:
+    """`--app-name distrl-basic-auth`: MLflow's basic-auth app (it asks for credentials before any
+    page, ours included) over the Flask app with the page rewritten; ASGI or WSGI as MLflow's own."""
+    from mlflow.server.auth import create_app as create_basic_auth_app
+
+    return create_basic_auth_app(_with_default_view(app))
+
+
+def create_app(app: Flask | None = None) -> object:
+    """The entry point MLflow's `--app-name` calls: its Flask app with the page rewritten, as the ASGI
+    app uvicorn serves (or the Flask app itself under gunicorn or waitress)."""
+    flask_app = _with_default_view(app)
     from mlflow.environment_variables import _MLFLOW_SGI_NAME
 
     if _MLFLOW_SGI_NAME.get() == "uvicorn":

@@ -4,11 +4,15 @@ that chose none, before MLflow's bundle reads it; every other response is MLflow
 
 from __future__ import annotations
 
+import os
+import sys
 import tomllib
 from pathlib import Path
 
+import httpx
 import pytest
 
+from ops.processes import free_port, start, stop_tree, wait_until, without_credentials
 from tasks import mlflow_ui_app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,3 +50,45 @@ def test_mlflows_page_carries_the_script_and_nothing_else_changes(monkeypatch: p
 def test_pyproject_registers_the_app_under_its_name() -> None:
     entry_points = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
     assert entry_points["mlflow.app"][mlflow_ui_app.APP_NAME] == f"{mlflow_ui_app.__name__}:create_app"
+
+
+def test_pyproject_registers_the_basic_auth_variant() -> None:
+    entry_points = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
+    assert (
+        entry_points["mlflow.app"][mlflow_ui_app.AUTH_APP_NAME] == f"{mlflow_ui_app.__name__}:create_auth_app"
+    )
+
+
+@pytest.mark.slow  # a real `mlflow server` (its own process: basic-auth rewires the app it is given)
+def test_the_basic_auth_variant_asks_for_credentials_then_serves_the_page(tmp_path: Path) -> None:
+    (tmp_path / "auth.ini").write_text(
+        "[mlflow]\ndefault_permission = READ\n"
+        f"database_uri = sqlite:///{tmp_path / 'users.db'}\nadmin_username = admin\n"
+        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+    )
+    port = free_port()
+    env = without_credentials(os.environ) | {
+        "MLFLOW_AUTH_CONFIG_PATH": str(tmp_path / "auth.ini"),
+        "MLFLOW_AUTH_ADMIN_PASSWORD": "a-long-test-password-1",
+        "MLFLOW_FLASK_SERVER_SECRET_KEY": "test-secret",
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+    }
+    argv = [sys.executable, "-m", "mlflow", "server", "--app-name", mlflow_ui_app.AUTH_APP_NAME]
+    argv += ["--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--host", "127.0.0.1"]
+    server = start(
+        "mlflow", [*argv, "--port", str(port), "--workers", "1"], env=env, log_path=tmp_path / "log"
+    )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        wait_until(
+            lambda: httpx.get(url, timeout=2.0).status_code == 401, what="mlflow", timeout_s=240, proc=server
+        )
+        stranger = httpx.get(url, timeout=10.0)  # no page, and so no script, without credentials
+        admin = httpx.get(url, auth=("admin", "a-long-test-password-1"), timeout=10.0)
+    finally:
+        stop_tree([server.popen.pid])
+    assert stranger.status_code == 401 and mlflow_ui_app.DEFAULT_VIEW_SCRIPT not in stranger.text
+    assert admin.status_code == 200 and admin.text.count(mlflow_ui_app.DEFAULT_VIEW_SCRIPT) == 1
+    assert admin.text.index(mlflow_ui_app.DEFAULT_VIEW_SCRIPT) < admin.text.index(
+        "static-files/static/js/main"
+    )
