@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
+from bench._curve_settings import CurveSettings
 from bench.learning_curve import print_summary, summarise
+from distrl_core.learner.config import LearnerConfig
 
 # Settings that may differ between parts: which seeds and methods a part ran, how, where it wrote.
 PER_PART_SETTINGS = frozenset({"seeds", "methods", "jobs", "out", "no_timing", "policy"})
@@ -28,7 +31,14 @@ class PartsDisagree(ValueError):
 
 
 def _comparable(settings: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in settings.items() if k not in PER_PART_SETTINGS}
+    """The settings that must agree. A part written before a setting existed lacks its key and ran
+    as the setting's default does (an option is added with the old behaviour as its default), so a
+    missing key reads as that default, of the bench's settings and of the learner's alike."""
+    values = {f.name: f.default for f in fields(CurveSettings) if f.default is not MISSING}
+    values |= {k: v for k, v in settings.items() if k not in PER_PART_SETTINGS}
+    if "learner_defaults" in values:
+        values["learner_defaults"] = LearnerConfig().to_dict() | values["learner_defaults"]
+    return values
 
 
 def _check_settings(documents: list[dict[str, Any]], names: list[str]) -> None:

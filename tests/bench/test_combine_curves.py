@@ -55,6 +55,19 @@ def test_parts_with_other_settings_are_refused_by_name():
         combine([part([0]), part([1], learner={"actor_lr": 1e-3})], ["a.json", "b.json"])
 
 
+def test_a_part_older_than_a_setting_ran_as_its_default():
+    # Written before `encoder_layers` and LearnerConfig.backbone_lr existed: it ran as their defaults do.
+    older = part([0, 1], learner_defaults={"actor_lr": 3e-4})
+    newer = part([2], encoder_layers=1, learner_defaults={"actor_lr": 3e-4, "backbone_lr": None})
+    assert combine([older, newer], ["a.json", "b.json"])["settings"]["seeds"] == [0, 1, 2]
+    with pytest.raises(PartsDisagree, match=r"b\.json was run with encoder_layers=0 but a\.json with 1"):
+        combine([older, part([2], encoder_layers=0)], ["a.json", "b.json"])
+    with pytest.raises(PartsDisagree, match="learner_defaults"):
+        combine(
+            [older, part([2], learner_defaults={"actor_lr": 3e-4, "backbone_lr": 1e-4})], ["a.json", "b.json"]
+        )
+
+
 def test_parts_split_by_method_pair_on_their_shared_seeds():
     first, second = part([0, 1, 2], methods=["aride", "digirl"]), part([0, 1, 2], methods=["gigpo"])
     joined = combine([first, second], ["a.json", "b.json"])
