@@ -51,9 +51,10 @@ TINY = TrainingDefaults(None, None, None, None)
 PRETRAINED = TrainingDefaults(2e-4, 1e-4, 2, 1024)
 # An encoder base (all-MiniLM-L6-v2): its trained top layer is pretrained too, so it gets a small
 # rate (at the heads' 3e-4 it forgot what it knew on Web Shopping's validation split: 0 success for
-# 9,000 env steps, 0.131 against 0.384 at 5e-5; docs/performance.md); its frozen layers run once per text (cached), so an update is a few top-layer forwards over
-# the batch's distinct texts: whole batches fit (~0.4 GB for 36 steps), and splitting them would
-# only forward shared candidate texts again.
+# 9,000 env steps, 0.131 against 0.384 at 5e-5; docs/performance.md); its frozen layers run once
+# per text (cached), so an update is a few top-layer forwards over the batch's distinct texts:
+# whole batches fit (~0.4 GB for 36 steps), and splitting them would only forward shared candidate
+# texts again.
 ENCODER = TrainingDefaults(1e-4, 5e-5, None, None)
 
 
