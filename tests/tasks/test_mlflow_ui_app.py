@@ -85,6 +85,7 @@ def test_the_basic_auth_variant_asks_for_credentials_then_serves_the_page(tmp_pa
         )
         stranger = httpx.get(url, timeout=10.0)  # no page, and so no script, without credentials
         admin = httpx.get(url, auth=("admin", "a-long-test-password-1"), timeout=10.0)
+        _a_person_signs_in_and_lands_in_the_model_training_view(url)
     finally:
         stop_tree([server.popen.pid])
     assert stranger.status_code == 401 and mlflow_ui_app.DEFAULT_VIEW_SCRIPT not in stranger.text
@@ -92,3 +93,29 @@ def test_the_basic_auth_variant_asks_for_credentials_then_serves_the_page(tmp_pa
     assert admin.text.index(mlflow_ui_app.DEFAULT_VIEW_SCRIPT) < admin.text.index(
         "static-files/static/js/main"
     )
+
+
+def _a_person_signs_in_and_lands_in_the_model_training_view(url: str) -> None:
+    """Headless Chromium answering the server's basic-auth prompt, as a person's browser does."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.integration.test_ui import CHROMIUM, CHROMIUM_ARGS, WAIT_MS
+
+    if CHROMIUM is None:
+        pytest.skip("Chromium is not installed (`apt-get install chromium`, or `make system-deps` as root)")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(
+                http_credentials={"username": "admin", "password": "a-long-test-password-1"}
+            )
+            page = context.new_page()
+            page.goto(url)
+            # The home page's sidebar offers the registry in the model-training view only (not in GenAI's).
+            expect(page.get_by_role("link", name="Model registry")).to_be_visible(timeout=WAIT_MS)
+            assert (
+                page.evaluate(f"localStorage.getItem('{mlflow_ui_app.STORED_CHOICE_KEY}')")
+                == '"machine_learning"'
+            )
+        finally:
+            browser.close()
