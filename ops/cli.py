@@ -9,13 +9,11 @@ import os
 import signal
 import sys
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from ops.cli_errors import (
     Parser,
-    UserError,
     busy_port_error,
     device_count,
     failure_line,
@@ -34,39 +32,17 @@ if TYPE_CHECKING:
 
 
 def _cmd_sql(args: argparse.Namespace) -> int:
-    from storage.sql_output import escape_control, write_result
-    from storage.sql_views import ReadOnlyError, open_sql
-    from storage.store import check_store_root, open_store
+    # The query runs in a child process killed at DISTRL_SQL_TIMEOUT_S (`ops.sql_child`): DuckDB's
+    # own interrupt does not stop one long function call. This process imports neither DuckDB nor pyarrow.
+    from ops.sql_child import SqlJob, run_sql_child
+    from storage.sql_limits import SqlSettings
 
-    try:
-        store = open_store(args.store)
-        check_store_root(store)  # a typo must not answer `0 rows` as if the store were empty
-    except ValueError as exc:  # an unsupported scheme, a too-short bucket name, no such store
-        raise UserError(f"{'--store' if args.store else 'DISTRL_STORE_URI'}: {exc}") from None
-    session = open_sql(store, warn=False)  # the shards left out are printed below, once
-    # Messages quote data and file names: their control characters are shown escaped, not obeyed.
-    try:
-        table = session.query(args.query)
-    except ReadOnlyError as exc:
-        print(f"error: {escape_control(str(exc))}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # DuckDB errors name the column/table; show them without a traceback
-        print(f"error: {_lines(str(exc), escape_control)}", file=sys.stderr)
-        return 1
-    finally:
-        session.close()
-    for bad in session.skipped:
-        print(
-            f"warning: left out unreadable shard {escape_control(f'{bad.path}: {bad.reason}')}",
-            file=sys.stderr,
-        )
-    write_result(table, args.format, Path(args.out) if args.out else None, max_rows=args.max_rows)
-    return 0
-
-
-def _lines(text: str, escape: Callable[[str], str]) -> str:
-    """`text` with each line escaped (DuckDB's hints and caret lines keep their own lines)."""
-    return "\n".join(escape(line) for line in text.splitlines())
+    settings = SqlSettings()  # a bad DISTRL_SQL_* value is one line here, before a child starts
+    job = SqlJob(args.query, args.store, args.format, args.out, args.max_rows, args.verbose)
+    outcome = run_sql_child(job, settings)  # prints its lines and the result
+    if outcome.system_exit is not None:
+        raise SystemExit(outcome.system_exit)
+    return outcome.code
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

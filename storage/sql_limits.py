@@ -23,10 +23,13 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import duckdb
 from pydantic import ByteSize, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:  # imported where a query runs: `distrl sql` reads its settings without DuckDB
+    import duckdb
 
 
 class SqlSettings(BaseSettings):
@@ -98,6 +101,14 @@ class SqlLimitError(RuntimeError):
     """A query hit a resource limit; the message names the setting that raises it."""
 
 
+def timeout_error(settings: SqlSettings) -> SqlLimitError:
+    """The one line of a query stopped at the time limit, interrupted or killed alike."""
+    return SqlLimitError(
+        f"query stopped after {settings.timeout_s:g} s (DISTRL_SQL_TIMEOUT_S); "
+        "narrow it (WHERE, LIMIT) or raise the limit"
+    )
+
+
 def _size(value: int) -> str:
     return ByteSize(value).human_readable()
 
@@ -123,7 +134,13 @@ class QueryLimits:
 
     @contextmanager
     def timed(self, con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-        """Run the body with a timer that interrupts `con`; resource errors become `SqlLimitError`."""
+        """Run the body with a timer that interrupts `con`; resource errors become `SqlLimitError`.
+
+        DuckDB checks the interrupt between chunks only: one long function call (`lpad` to 1.2e9
+        characters) ran 455 s past a 20 s limit. `distrl sql` therefore runs its query in a child
+        process that is killed at the limit (`ops.sql_child`); in-process callers get this timer."""
+        import duckdb
+
         lock = threading.Lock()
         state = {"running": True, "fired": False}
 
@@ -143,10 +160,7 @@ class QueryLimits:
             raise self.memory_error("out of memory") from None
         except duckdb.InterruptException:
             if state["fired"]:
-                raise SqlLimitError(
-                    f"query stopped after {self.settings.timeout_s:g} s (DISTRL_SQL_TIMEOUT_S); "
-                    "narrow it (WHERE, LIMIT) or raise the limit"
-                ) from None
+                raise timeout_error(self.settings) from None
             raise
         except duckdb.OutOfMemoryException as exc:
             raise self.memory_error(str(exc)) from None
