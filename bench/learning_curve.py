@@ -286,7 +286,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--base",
         default=None,
-        help="pretrained base: minilm, smollm2 or a folder (`distrl pretrained`); default: the tiny model",
+        help="pretrained base: minilm, tiny-minilm (the tiny model on MiniLM's sub-words), smollm2 or a folder "
+        "(`distrl pretrained`); default: the tiny model",
     )
     parser.add_argument(
         "--encoder-layers",

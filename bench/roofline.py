@@ -9,7 +9,9 @@
    matmuls and attention, which dominate), and the achieved GFLOP/s as a share of the peak; for an
    encoder base also the update with its frozen-state cache emptied first (``update_cold_*``).
 
-Bases: ``tiny`` (the default), ``minilm-L<k>`` (all-MiniLM-L6-v2 with its top k layers trained; the
+Bases: ``tiny`` (the default), ``tiny-minilm`` (the tiny model on MiniLM's WordPiece sub-words and
+projected word-piece embeddings, the table frozen: PolicyConfig.subwords; ``-trained``: the table
+trained too), ``minilm-L<k>`` (all-MiniLM-L6-v2 with its top k layers trained; the
 folder from ``distrl pretrained``; ``-spans``: candidates read in place, EncoderSettings.candidates), and ``smollm2`` (acting only: one of its updates takes minutes on
 this CPU, see docs/performance.md "Pretrained backbone").
 
@@ -29,7 +31,17 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-BASES = ("tiny", "minilm-L0", "minilm-L1", "minilm-L2", "minilm-L0-spans", "minilm-L1-spans", "smollm2")
+BASES = (
+    "tiny",
+    "tiny-minilm",
+    "tiny-minilm-trained",
+    "minilm-L0",
+    "minilm-L1",
+    "minilm-L2",
+    "minilm-L0-spans",
+    "minilm-L1-spans",
+    "smollm2",
+)
 
 
 def matmul_peak(threads: int, repeats: int) -> dict[str, float]:
@@ -57,6 +69,13 @@ def _config(base: str, seed: int):
 
     if base == "tiny":
         return PolicyConfig(seed=seed, device="cpu")
+    if base.startswith("tiny-minilm"):
+        from distrl_core.policy.config import policy_config_for
+
+        config = policy_config_for("tiny-minilm", seed, device="cpu")
+        assert config.subwords is not None
+        config.subwords.train_embeddings = base.endswith("-trained")
+        return config
     if base.startswith("minilm-L"):
         layers, _, reading = base.removeprefix("minilm-L").partition("-")
         encoder = EncoderSettings(trainable_layers=int(layers), candidates=reading or "pooled")  # type: ignore[arg-type]

@@ -5,7 +5,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
-__all__ = ["EncoderSettings", "LoraSettings", "PolicyConfig", "TinyModelConfig", "policy_config_for"]
+__all__ = [
+    "SUBWORD_BASES",
+    "EncoderSettings",
+    "LoraSettings",
+    "PolicyConfig",
+    "SubwordSettings",
+    "TinyModelConfig",
+    "policy_config_for",
+]
 
 MODES = ("scoring", "generative")
 CRITICS = ("separate", "shared", "detached")
@@ -14,6 +22,8 @@ Vocabulary = Literal["train", "fit", "fit_words", "fit_unseen"]
 VOCABULARIES: tuple[str, ...] = get_args(Vocabulary)
 CandidateReading = Literal["pooled", "spans"]
 CANDIDATE_READINGS: tuple[str, ...] = get_args(CandidateReading)
+# Short base names that build the tiny model on a packaged encoder's sub-words -> that encoder's name.
+SUBWORD_BASES = {"tiny-minilm": "minilm"}
 
 
 @dataclass
@@ -113,6 +123,44 @@ class EncoderSettings:
 
 
 @dataclass
+class SubwordSettings:
+    """The tiny default reading a pretrained encoder's WordPiece sub-words (see ``policy.subwords``):
+    its tokenizer is the encoder's, and its embedding table is the encoder's word-piece embeddings
+    projected onto their top ``TinyModelConfig.hidden_size`` principal axes, so an unseen word is
+    split into known sub-words with a pretrained meaning instead of becoming [UNK]. Nothing else of
+    the encoder is used: an update costs what the tiny model's does.
+
+    - ``source``: the encoder's folder (a Hugging Face BERT-style folder with a WordPiece tokenizer
+      and ``embeddings.word_embeddings.weight``; ``policy_config_for("tiny-minilm")`` fills in the
+      packaged all-MiniLM-L6-v2's).
+    - ``std``: the projected table is scaled to this standard deviation over all its entries: the
+      tiny model's own initialiser (Llama's ``initializer_range``), so its layers and the match
+      features start from inputs of the scale they were tuned with. One factor for the whole table
+      keeps the pretrained geometry (distances, nearest sub-words) up to scale.
+    - ``train_embeddings``: whether the table is trained. False (the default): Adam moves every
+      trained entry by about the learning rate per step whatever its gradient (~0.3 in 300 warm-start
+      updates at 1e-3, against entries of ~0.02), so the sub-words of the training tasks would leave
+      the pretrained space while the sub-words never trained on stay in it, and an unseen word would
+      no longer sit near its seen synonyms. Frozen, it also adds nothing to an update.
+    """
+
+    source: str
+    std: float = 0.02
+    train_embeddings: bool = False
+
+    def validate(self) -> None:
+        if not self.source:
+            raise ValueError(
+                "SubwordSettings.source must name an encoder folder (e.g. the one `distrl pretrained` "
+                "prepares, .distrl/models/all-minilm-l6-v2); policy_config_for('tiny-minilm') fills it in"
+            )
+        if not self.std > 0:
+            raise ValueError(
+                f"SubwordSettings.std must be > 0 (e.g. 0.02, the tiny initialiser's), got {self.std}"
+            )
+
+
+@dataclass
 class PolicyConfig:
     """How the policy is built and how it acts.
 
@@ -145,7 +193,10 @@ class PolicyConfig:
       (the default), or "fit_words" / "fit" / "fit_unseen" (the train split less the validation
       tasks of ``validation_split(words=True)`` / ``validation_split()`` / ``unseen_split()``), so
       that choices made on that validation split see its unseen words as [UNK], as the test
-      split's are.
+      split's are. Unused with ``subwords`` (the encoder's whole WordPiece vocabulary, built from no
+      task split).
+    - ``subwords``: the tiny default on a pretrained encoder's sub-words and projected word-piece
+      embeddings (``base`` stays None: the network is the tiny one); None: its own word vocabulary.
     - ``encoder``: settings of an encoder base (``base`` is then a BERT-style encoder, not a
       causal LM; scoring mode, no LoRA: its top layers are trained instead); None otherwise.
     """
@@ -166,6 +217,7 @@ class PolicyConfig:
     tokenizer_extra_words: list[str] = field(default_factory=list)
     vocabulary: Vocabulary = "train"
     encoder: EncoderSettings | None = None
+    subwords: SubwordSettings | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.tiny, dict):
@@ -174,6 +226,8 @@ class PolicyConfig:
             self.lora = LoraSettings(**self.lora)
         if isinstance(self.encoder, dict):
             self.encoder = EncoderSettings(**self.encoder)
+        if isinstance(self.subwords, dict):
+            self.subwords = SubwordSettings(**self.subwords)
         self.screen_size = tuple(self.screen_size)  # type: ignore[assignment]
         self.validate()
 
@@ -214,6 +268,8 @@ class PolicyConfig:
             )
         if self.encoder is not None:
             self._validate_encoder(self.encoder)
+        if self.subwords is not None:
+            self._validate_subwords(self.subwords)
         self.tiny.validate()
         if self.lora is not None:
             self.lora.validate()
@@ -230,6 +286,19 @@ class PolicyConfig:
                 "encoded observation); 'separate' builds a tiny decoder of its own"
             )
         encoder.validate()
+
+    def _validate_subwords(self, subwords: SubwordSettings) -> None:
+        if self.base is not None:
+            raise ValueError(
+                "PolicyConfig.subwords gives the tiny default a pretrained encoder's sub-words; a pretrained "
+                f"base ({self.base}) brings its own tokenizer: set base=None, or subwords=None"
+            )
+        if self.tokenizer_extra_words:
+            raise ValueError(
+                "PolicyConfig.tokenizer_extra_words adds words to the tiny word vocabulary; with subwords the "
+                "vocabulary is the encoder's WordPiece one (which splits any word): leave it empty"
+            )
+        subwords.validate()
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -252,8 +321,9 @@ def policy_config_for(
     """The policy a run starts from: the tiny default (initial weights from ``seed``, its word
     vocabulary from the ``vocabulary`` tasks: "train", or a validation selection's fit tasks when
     choices are made there), an encoder base (its top layer and the heads trained; "minilm" names
-    the packaged all-MiniLM-L6-v2), or a causal LM adapted with LoRA ("smollm2" names the packaged
-    SmolLM2); ``seed`` also seeds the sampler. A pretrained base brings its own tokenizer.
+    the packaged all-MiniLM-L6-v2), the tiny model on that encoder's sub-words and projected word-piece
+    embeddings ("tiny-minilm": ``SubwordSettings``), or a causal LM adapted with LoRA ("smollm2" names
+    the packaged SmolLM2); ``seed`` also seeds the sampler. A pretrained base brings its own tokenizer.
     ``encoder_layers``: an encoder base's top layers trained (None: EncoderSettings' default);
     ``encoder_candidates``: how it reads a candidate, "pooled" or "spans" (None: its default)."""
     encoder_options = encoder_layers is not None or encoder_candidates is not None
@@ -266,6 +336,21 @@ def policy_config_for(
         return PolicyConfig(device=device, seed=seed, tiny=TinyModelConfig(seed=seed), vocabulary=vocabulary)
     from distrl_core.policy.pretrained import is_encoder_folder, resolve_base  # files, not config
 
+    if base.lower() in SUBWORD_BASES:
+        if encoder_options:
+            raise ValueError(
+                f"encoder_layers and encoder_candidates apply to an encoder base; {base!r} is the tiny model "
+                "on an encoder's sub-words (no encoder layer runs): leave them out"
+            )
+        source = resolve_base(SUBWORD_BASES[base.lower()])
+        tiny = TinyModelConfig(seed=seed)
+        return PolicyConfig(
+            device=device,
+            seed=seed,
+            tiny=tiny,
+            vocabulary=vocabulary,
+            subwords=SubwordSettings(source=source),
+        )
     base = resolve_base(base)
     if is_encoder_folder(base):
         chosen: dict[str, Any] = {} if encoder_layers is None else {"trainable_layers": encoder_layers}

@@ -68,6 +68,9 @@ def describe_defaults(config: PolicyConfig) -> str:
     """One line naming the base-dependent settings, for the logs and the command line."""
     values = asdict(training_defaults(config))
     kind = "tiny default" if config.base is None else f"pretrained base {config.base}"
+    if config.subwords is not None:
+        frozen = "trained" if config.subwords.train_embeddings else "frozen"
+        kind += f" on the sub-words of {config.subwords.source} (projected embedding table, {frozen})"
     lora = "" if config.lora is None else f", LoRA r={config.lora.r} alpha={config.lora.alpha}"
     if config.encoder is not None:
         lora = (

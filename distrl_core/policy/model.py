@@ -17,7 +17,6 @@ from distrl_core.policy import encoder_scoring, generative, scoring
 from distrl_core.policy.backbone import (
     apply_lora,
     build_tiny_encoder,
-    build_tiny_model,
     hash_checkpoint_files,
     hash_state_dict,
     hf,
@@ -29,6 +28,7 @@ from distrl_core.policy.encoder import EncoderBackbone
 from distrl_core.policy.heads import PolicyHeads
 from distrl_core.policy.parts import ActingParts
 from distrl_core.policy.prompt import PROMPT_WORDS, EncodedStep, encode_scoring_step, last_actions
+from distrl_core.policy.subwords import build_tiny_base, load_subword_tokenizer
 from distrl_core.policy.tokenizer import build_word_tokenizer
 from distrl_core.policy.types import ActOutput, EvalOutput, StepInput
 from distrl_core.policy.vocabulary import vocabulary_words
@@ -73,6 +73,19 @@ def default_tokenizer(extra_words: Sequence[str] = (), vocabulary: str = "train"
     the fit tasks of a validation split: ``PolicyConfig.vocabulary``)."""
     corpus = default_tokenizer_corpus(vocabulary)
     return build_word_tokenizer(corpus, extra_words=[*PROMPT_WORDS, *extra_words])
+
+
+def _tiny_tokenizer(config: PolicyConfig, given: Any) -> Any:
+    """The tiny model's tokenizer: ``given``, or its word vocabulary, or the encoder's WordPiece one
+    (``config.subwords``, whose embedding rows are laid out by that tokenizer's ids)."""
+    if config.subwords is None:
+        return given or default_tokenizer(config.tokenizer_extra_words, config.vocabulary)
+    if given is not None:
+        raise ValueError(
+            "PolicyConfig.subwords brings the encoder's own tokenizer (its embedding rows follow its ids): "
+            "create the policy without a tokenizer"
+        )
+    return load_subword_tokenizer(config.subwords)
 
 
 def build_heads(config: PolicyConfig, model: nn.Module, tokenizer: Any) -> PolicyHeads:
@@ -137,8 +150,8 @@ class Policy:
                 "pretrained", config.base, hash_checkpoint_files(resolve_checkpoint_dir(config.base))
             )
         elif config.base is None:
-            tokenizer = tokenizer or default_tokenizer(config.tokenizer_extra_words, config.vocabulary)
-            model = build_tiny_model(config.tiny, tokenizer)
+            tokenizer = _tiny_tokenizer(config, tokenizer)
+            model = build_tiny_base(config, tokenizer)
             base = BaseInfo("tiny", config.tiny.__dict__.copy(), hash_state_dict(model, repr(len(tokenizer))))
         else:
             model, loaded = load_pretrained(config)

@@ -34,7 +34,6 @@ import torch
 
 from distrl_core.policy.backbone import (
     HASH_METHOD,
-    build_tiny_model,
     hash_checkpoint_files,
     hash_state_dict,
     hf,
@@ -44,6 +43,7 @@ from distrl_core.policy.backbone import (
 )
 from distrl_core.policy.config import PolicyConfig
 from distrl_core.policy.model import BaseInfo, Policy, build_heads
+from distrl_core.policy.subwords import build_tiny_base, freeze_subword_table
 
 __all__ = ["BaseMismatchError", "PolicyFileError", "load_policy", "save_policy"]
 
@@ -166,14 +166,18 @@ def _build(directory: Path, config: PolicyConfig, base: dict[str, Any], base_ove
     if processor is not None:
         tokenizer = processor.tokenizer
     if base["kind"] == "tiny":
-        fresh = build_tiny_model(config.tiny, tokenizer)
+        fresh = build_tiny_base(config, tokenizer)
         actual = hash_state_dict(fresh, repr(len(tokenizer)))
+        subwords = "" if config.subwords is None else f" on the sub-words of {config.subwords.source}"
         _check_hash(
-            base["hash"], actual, f"the tiny model {base['pointer']}", directory,
-            "The tiny model's config or initialisation code changed since it was saved; load it with the "
-            "distrl version that wrote it, or retrain from a fresh warm start.",
+            base["hash"], actual, f"the tiny model {base['pointer']}{subwords}", directory,
+            "The tiny model's config or initialisation code (or the encoder its sub-word table is projected "
+            "from) changed since it was saved; load it with the distrl version and encoder that wrote it, or "
+            "retrain from a fresh warm start.",
         )  # fmt: skip
         model = _read_weights(directory, "model/", lambda: load_full_weights(config, directory / "model"))
+        if config.subwords is not None:
+            freeze_subword_table(model, config.subwords)  # loaded weights come back all trainable
     else:
         pointer = base_override or base["pointer"]
         if config.encoder is not None:
