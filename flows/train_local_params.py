@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, model_validator
 
-from distrl_core.policy.config import CandidateReading, Vocabulary
+from distrl_core.policy.config import SUBWORD_BASES, CandidateReading, Vocabulary
 from simulators.simdroid.tasks import TRAINED_BESIDE
 from storage.replay_config import ReplaySettings
 from tasks.bounds import (
@@ -70,7 +70,9 @@ class TrainLocalParams(BaseModel):
     base: str | None = Field(
         None,
         description="Pretrained base of the warm start's policy: 'minilm' (the packaged all-MiniLM-L6-v2 "
-        "encoder, top layer trained; what --pretrained picks), 'smollm2' (SmolLM2-135M with LoRA) or a Hugging "
+        "encoder, top layer trained; what --pretrained picks), 'tiny-minilm' (the tiny model on MiniLM's "
+        "WordPiece sub-words and projected word-piece embeddings: an update costs the tiny model's), "
+        "'smollm2' (SmolLM2-135M with LoRA) or a Hugging "
         "Face folder (`distrl pretrained` prepares both); learning rates and micro-batches follow from it "
         "(printed). None: the tiny default.",
     )
@@ -140,10 +142,11 @@ class TrainLocalParams(BaseModel):
     @model_validator(mode="after")
     def _held_out_split_matches(self) -> TrainLocalParams:
         for name in ("encoder_layers", "encoder_candidates"):
-            if getattr(self, name) is not None and self.base is None:
+            tiny = self.base is None or self.base.lower() in SUBWORD_BASES
+            if getattr(self, name) is not None and tiny:
                 raise ValueError(
                     f"{name} applies to an encoder base: add base='minilm' (--pretrained) or leave "
-                    f"{name} out for the tiny default"
+                    f"{name} out for the tiny default (or base={self.base!r})"
                 )
         if not self.validation and self.validation_split != "validation_words":
             raise ValueError(
