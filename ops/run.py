@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import hashlib
 import math
 import uuid
 from collections.abc import Callable, Sequence
@@ -35,7 +34,10 @@ from simulators.factory import make_env
 from simulators.rollout import RolloutConfig, RolloutResult, run_episodes
 from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
 from simulators.sim_rules import SimStateEvaluator
-from simulators.simdroid.tasks import HORIZONS, get_task, load_tasks
+from simulators.simdroid.free_task import FREE_TEMPLATE, KINDS, free_task, instruction_task
+from simulators.simdroid.free_text import NotParsed
+from simulators.simdroid.success import UNRECOGNISED_KIND
+from simulators.simdroid.tasks import get_task, load_tasks
 from storage.registry import PolicyRegistry
 from storage.schema import steps_to_table
 from storage.shards import ShardWriter, ShardWriterConfig
@@ -52,7 +54,8 @@ class RunRequest:
     """What to run, and where.
 
     - ``instruction``/``task_id``: the task: a SimDroid task id, or an instruction (a SimDroid
-      task's own words, or, on a real device, any instruction).
+      task's own words; with ``sim`` any text, read as a task where it can be; on a real device
+      any instruction).
     - ``policy``: a registry alias or version number (``champion``, ``latest``, ``7``).
     - ``sim``: a SimDroid in this process; else ``serial`` behind the adb server at
       ``adb_host:adb_port`` (``fake_adb``: the server is `distrl fake-adb`).
@@ -161,18 +164,31 @@ def _task(request: RunRequest) -> Task:
         known = [t for t in load_tasks() if t.instruction.casefold() == wanted]
         if known:
             task = known[0]
-        elif request.sim or request.fake_adb:  # SimDroid sets up and checks its own tasks only
+        elif request.fake_adb:  # the fake server sets up and checks SimDroid's own tasks, by id
             close = difflib.get_close_matches(request.instruction, [t.instruction for t in load_tasks()], 1)
             hint = f" (closest: {close[0]!r})" if close else ""
             raise UserError(
-                f"SimDroid has no task {request.instruction!r}{hint}; give one of its instructions "
-                "or --task TASK_ID (ids like general-test-0003)"
+                f"SimDroid has no task {request.instruction!r}{hint}; behind --fake-adb give one of its "
+                "instructions or --task TASK_ID (ids like general-test-0003); --sim plays any text"
+            )
+        elif request.sim:  # read on the fly into a task the rules judge, else played as words only
+            found = free_task(request.instruction)
+            task = (
+                instruction_task(request.instruction, found.reason) if isinstance(found, NotParsed) else found
             )
         else:  # a real device: any instruction; rules or a judge give the verdict
-            digest = hashlib.sha1(wanted.encode()).hexdigest()[:10]
-            task = Task(f"instruction-{digest}", "general", "instruction", request.instruction, "test",
-                        HORIZONS["general"], {})  # fmt: skip
+            task = instruction_task(request.instruction)
     return task if request.max_steps is None else dataclasses.replace(task, horizon=request.max_steps)
+
+
+def _reading(task: Task) -> str | None:
+    """How a typed instruction was read, in a line (None for a generated task or on a device)."""
+    if task.params.get("template") == FREE_TEMPLATE:
+        named = ", ".join(f"{name}={task.params[name]}" for name in KINDS[task.kind])
+        return f"read as {task.kind} ({named}): the rules give the verdict"
+    if task.kind == UNRECOGNISED_KIND and task.params.get("unrecognised"):
+        return f"not read as a SimDroid task: {task.params['unrecognised']}"
+    return None
 
 
 def _environment(request: RunRequest) -> Environment:
@@ -211,7 +227,8 @@ def _verdict(request: RunRequest, task: Task, watched: _Watched, result: Rollout
     """The device's own check where it has one; else the model judge, if one is configured."""
     episode, env = result.episodes[0], watched.env
     if isinstance(env, SimDroidEnv):
-        return SimStateEvaluator(env.device).evaluate(EpisodeContext(task.instruction, task=task))
+        found = SimStateEvaluator(env.device).evaluate(EpisodeContext(task.instruction, task=task))
+        return _judge(task, watched, found) if task.kind == UNRECOGNISED_KIND else found
     if request.fake_adb:
         verdict = Verdict.SUCCESS if episode.success else Verdict.FAILURE
         return EvalResult(verdict, f"simdroid is-successful {task.task_id}", "fake_adb")
@@ -272,6 +289,8 @@ def run_policy(request: RunRequest, report: Callable[[str], None] = print) -> Ru
     report(
         f"{registry.name} v{version} on {device}: {task.instruction!r} ({task.task_id}, ≤{task.horizon} steps)"
     )
+    if (reading := _reading(task)) is not None:
+        report(reading)
     collector_id = "run_" + "".join(c if c.isalnum() or c in "_." else "_" for c in device)
     config = RolloutConfig(
         parallel_envs=1, seed=request.seed, run_id=f"run-{uuid.uuid4().hex[:10]}", pool=POOL,

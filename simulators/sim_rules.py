@@ -37,6 +37,7 @@ class SimStateEvaluator:
     def evaluate(self, context: EpisodeContext) -> EvalResult:
         # Imported here so that importing the evaluators package does not load the simulator.
         from simulators.simdroid.device import DeviceOffline
+        from simulators.simdroid.success import UNRECOGNISED_KIND
 
         device = context.device if context.device is not None else self.device
         if device is None:
@@ -48,6 +49,9 @@ class SimStateEvaluator:
         if task is None:
             raise ValueError("SimStateEvaluator needs the task: pass EpisodeContext(task=<Task>).")
         task_name = getattr(task, "task_id", None) or type(task).__name__
+        if getattr(task, "kind", None) == UNRECOGNISED_KIND:
+            why = task.params.get("unrecognised") or "SimDroid's rules check only the tasks they can read"
+            return EvalResult(Verdict.UNKNOWN, f"no verdict possible for this text: {why}", self.source)
         try:
             # Like a state query over ADB, the check fails while the fault model has the device offline.
             device.check_online()

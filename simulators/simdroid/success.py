@@ -7,6 +7,9 @@ from simulators.simdroid.apps_system import brightness, is_on
 from simulators.simdroid.catalog import BRIGHTNESS_MAX, CHROME, TOGGLE_BY_KEY, normalize_query
 from simulators.simdroid.state import DeviceState, Page
 
+# The kind of a task that is only its words (a typed instruction no reader recognised, or any on a
+# real device): no rule can check it, so its verdict is a model judge's or none.
+UNRECOGNISED_KIND = "instruction"
 BRIGHTNESS_TOLERANCE_PCT = 2.0  # one slider tap lands within a pixel; 2% forgives rounding, not guessing
 
 
@@ -44,4 +47,6 @@ def is_successful(state: DeviceState, task: Task) -> bool:
         return site is not None and site["view"] == "results" and site["query"] == normalize_query(p["query"])
     if kind == "shop_add_to_cart":
         return any(item["id"] == p["product_id"] for item in state.carts.get(p["site"], []))
+    if kind == UNRECOGNISED_KIND:
+        return False  # never "done": the episode runs to its horizon or the agent's status()
     raise ValueError(f"no success check for task kind {kind!r} (task {task.task_id})")

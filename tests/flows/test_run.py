@@ -84,11 +84,90 @@ def test_run_on_simdroid_prints_each_step_stores_the_episode_and_draws_it(
     assert f"{verdict}: " in html and steps[0]["action"] in html
 
 
+def _verdict_line(out: str) -> str:
+    (line,) = [line for line in out.splitlines() if line.startswith("verdict: ")]
+    return line
+
+
+def test_a_typed_instruction_is_read_as_a_task_and_the_rules_judge_it(home: Path, tmp_path, capsys) -> None:
+    """Words no generated task has, read on the fly into the task they ask for: the rules' verdict
+    is the stored outcome, and the episode was played on that task's start state."""
+    from simulators.simdroid.free_task import free_task
+
+    text = "Could you bring up the gallery of pictures"
+    code = cli(["run", text, "--sim", "--home", str(home), "--max-steps", "2", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    task_id = free_task(text).task_id
+    assert f"({task_id}, ≤2 steps)" in out and task_id.startswith("general-free-")
+    assert "read as open_app (app=Photos): the rules give the verdict" in out
+    verdict = re.match(
+        r"verdict: (\w+) \(sim_rules: open_app check (?:passed|failed) for (\S+)\)$", _verdict_line(out)
+    )
+    assert verdict is not None and verdict.group(2) == task_id, out
+    episode_id = re.search(r"episode_id = '([0-9a-f]+)'", out).group(1)
+    episode, steps = _stored(home, episode_id)
+    assert episode["task_id"] == task_id and 1 <= len(steps) <= 2
+    assert verdict.group(1) == ("success" if episode["success"] else "failure")
+
+
+def test_text_no_rule_reads_still_plays_and_says_no_verdict_is_possible(
+    home: Path, tmp_path, capsys, monkeypatch
+) -> None:
+    monkeypatch.delenv("DISTRL_JUDGE_BASE_URL", raising=False)
+    code = cli(
+        [
+            "run",
+            "Make me a sandwich",
+            "--sim",
+            "--home",
+            str(home),
+            "--max-steps",
+            "2",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert len(_STEP.findall(out)) == 2  # played to its step limit: nothing can end it as done
+    assert "not read as a SimDroid task: I recognise no SimDroid task in it" in out
+    line = _verdict_line(out)
+    assert line.startswith(
+        "verdict: unknown (sim_rules: no verdict possible for this text: I recognise no SimDroid"
+    )
+    assert line.endswith("; set DISTRL_JUDGE_BASE_URL and DISTRL_JUDGE_MODEL for a model judge)")
+    episode_id = re.search(r"episode_id = '([0-9a-f]+)'", out).group(1)
+    episode, steps = _stored(home, episode_id)
+    assert episode["task_id"].startswith("instruction-") and episode["success"] == 0 and len(steps) == 2
+
+
+def test_on_simdroid_the_judge_gives_the_verdict_for_text_no_rule_reads(
+    home: Path, tmp_path, monkeypatch
+) -> None:
+    from ops.run import RunRequest, run_policy
+    from tests.evaluators.chat_server import ChatServer
+
+    with ChatServer(default_content="Status: success") as judge:
+        monkeypatch.setenv("DISTRL_JUDGE_BASE_URL", judge.base_url)
+        monkeypatch.setenv("DISTRL_JUDGE_MODEL", "loopback-judge")
+        request = RunRequest(instruction="Order me a pizza", sim=True, max_steps=2, out=tmp_path)
+        outcome = run_policy(request, report=print)
+    assert outcome.verdict.success and outcome.verdict.source.startswith("judge:")
+    (asked,) = judge.requests
+    assert "Order me a pizza" in json.dumps(asked.body)
+    episode, _ = _stored(home, outcome.episode_id)
+    assert (episode["success"], episode["return"]) == (1, 1.0)
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
         (["Turn on Wi-Fi"], "no device: pass --device SERIAL"),
-        (["Make me a sandwich", "--sim"], "SimDroid has no task 'Make me a sandwich'"),
+        (
+            ["Make me a sandwich", "--fake-adb", "--device", SERIAL],
+            "SimDroid has no task 'Make me a sandwich'",
+        ),
         (["--task", "general-train-9999", "--sim"], "no SimDroid task 'general-train-9999'"),
         (["--task", TASK, "--sim", "--version", "9"], "has no version 9 (versions 1-1)"),
         (["--task", TASK, "--sim", "--policy", "staging"], "--policy staging: no version of 'distrl-policy'"),
