@@ -74,10 +74,13 @@ def shares(n: int, processes: int) -> list[int]:
 class Workers:
     """The worker processes of one configuration and their status files."""
 
-    def __init__(self, n: int, args: argparse.Namespace, root: Path, repeat: int = 0) -> None:
+    def __init__(
+        self, n: int, args: argparse.Namespace, root: Path, repeat: int = 0, tree: str | None = None
+    ) -> None:
         from flows.child_process import die_with_parent
 
-        self.folder = root / "workers" / (f"n{n}" if not repeat else f"n{n}_r{repeat}")
+        name = f"n{n}" if not repeat else f"n{n}_r{repeat}"
+        self.folder = root / "workers" / (name if tree is None else f"{name}_{Path(tree).name}")
         self.folder.mkdir(parents=True, exist_ok=True)
         self.stop_file = self.folder / "stop"
         self.profile_file = self.folder / "profile"
@@ -85,6 +88,9 @@ class Workers:
         self.procs: list[subprocess.Popen] = []
         self.status_files = [self.folder / f"w{w}.json" for w in range(len(self.counts))]
         first = 0
+        # Workers of another checkout (`--compare-tree`): its code first on the path, from its folder.
+        env = None if tree is None else os.environ | {"PYTHONPATH": str(Path(tree).resolve())}
+        cwd = None if tree is None else str(Path(tree).resolve())
         for w, count in enumerate(self.counts):
             argv = [sys.executable, "-m", "bench.scaling_worker", "--root", str(root)]
             argv += ["--config", str(n), "--first", str(first), "--count", str(count)]
@@ -94,7 +100,14 @@ class Workers:
             argv += ["--stop", str(self.stop_file), "--profile", str(self.profile_file)]
             with open(self.folder / f"w{w}.log", "wb") as log:
                 self.procs.append(
-                    subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+                    subprocess.Popen(
+                        argv,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        preexec_fn=die_with_parent,
+                        env=env,
+                        cwd=cwd,
+                    )
                 )
             first += count
 
@@ -129,9 +142,16 @@ def cpu_seconds(pid: int) -> float:
     return sum(t.user + t.system for t in times)
 
 
-def run_config(n: int, args: argparse.Namespace, root: Path, server_pid: int | None, repeat: int = 0) -> dict:
+def run_config(
+    n: int,
+    args: argparse.Namespace,
+    root: Path,
+    server_pid: int | None,
+    repeat: int = 0,
+    tree: str | None = None,
+) -> dict:
     seconds = args.baseline_seconds if n == 1 else args.seconds
-    workers = Workers(n, args, root, repeat)
+    workers = Workers(n, args, root, repeat, tree)
     opening = time.monotonic()
     try:
         while (
@@ -168,6 +188,7 @@ def run_config(n: int, args: argparse.Namespace, root: Path, server_pid: int | N
     return {
         "collectors": n,
         "repeat": repeat,
+        "code": "this checkout" if tree is None else f"--compare-tree {tree}",
         "processes": len(workers.counts),
         "collectors_per_process": workers.counts,
         "window_s": round(window, 2),
@@ -187,7 +208,18 @@ def run_config(n: int, args: argparse.Namespace, root: Path, server_pid: int | N
         # The same share as `emulator_share`, sampled from the collectors' stacks: no bias from
         # heavy-tailed sleeps that straddle the window's edges.
         "sampled_emulator_share": top.get(EMULATOR_SLEEP),
+        # Share of the collectors' wall-clock with an MLflow frame on the stack (any function).
+        "sampled_mlflow_share": merge_tagged(profiles, "mlflow"),
     }
+
+
+def merge_tagged(profiles: list[dict], tag: str) -> float | None:
+    """A tagged share of the collectors' samples over the workers (None: a worker without tags)."""
+    total = sum(p["collectors"]["thread_samples"] for p in profiles)
+    if not profiles or any(tag not in p["collectors"].get("tagged", {}) for p in profiles):
+        return None
+    shares = (p["collectors"]["thread_samples"] * p["collectors"]["tagged"][tag] for p in profiles)
+    return round(sum(shares) / max(1, total), 4)
 
 
 def merge_profiles(profiles: list[dict], top: int = 25) -> dict[str, float]:
@@ -239,6 +271,12 @@ def main() -> None:
     )
     parser.add_argument("--warm-start-updates", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--compare-tree",
+        default=None,
+        help="another checkout (e.g. the code before a change): each configuration runs with its "
+        "workers first, then with this checkout's, side by side in the same run",
+    )
     parser.add_argument("--root", default=".distrl/bench/scaling")
     parser.add_argument("--out", default="scaling")
     args = parser.parse_args()
@@ -253,9 +291,10 @@ def main() -> None:
         baselines: list[dict] = []
         for n in args.collectors:
             for repeat in range(args.baseline_repeats if n == 1 else 1):
-                result = run_config(n, args, root, server_pid, repeat)
-                print(json.dumps(result), flush=True)
-                (baselines if n == 1 else configs).append(result)
+                for tree in [args.compare_tree, None] if args.compare_tree and n > 1 else [None]:
+                    result = run_config(n, args, root, server_pid, repeat, tree)
+                    print(json.dumps(result), flush=True)
+                    (baselines if n == 1 else configs).append(result)
     finally:
         server.stop()  # type: ignore[attr-defined]
     base = baseline(baselines) if baselines else configs[0]
@@ -293,6 +332,8 @@ def main() -> None:
         [
             "collectors",
             "processes",
+            "code",
+            "in MLflow (sampled)",
             "episodes/min",
             "vs linear",
             "steps/s",
@@ -307,6 +348,8 @@ def main() -> None:
             [
                 c["collectors"],
                 c["processes"],
+                c.get("code", "this checkout"),
+                "—" if c.get("sampled_mlflow_share") is None else f"{c['sampled_mlflow_share']:.1%}",
                 f"{c['episodes_per_min']:.1f}",
                 f"{c['vs_linear_episodes']:.0%}",
                 f"{c['steps_per_s']:.2f}",

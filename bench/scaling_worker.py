@@ -116,7 +116,7 @@ def main() -> None:
     while not stop_path.exists():
         report()
         if args.profile and sampler is None and Path(args.profile).exists():
-            sampler = StackSampler().start()
+            sampler = StackSampler(tags={"mlflow": "mlflow/"}).start()
         if sampler is not None and not Path(args.profile).exists():
             write_profile()
             sampler, args.profile = None, None

@@ -32,9 +32,14 @@ class StackSampler:
         self,
         interval_s: float = 0.02,
         group_of: Callable[[str, set[str]], str | None] = collectors_or_others,
+        tags: dict[str, str] | None = None,
     ) -> None:
         self.interval_s = interval_s
         self.group_of = group_of
+        # tag -> a prefix of `file:function` keys: the share of a group's samples with any such
+        # frame on the stack (e.g. "mlflow/": time inside MLflow, whichever of its functions).
+        self.tags = tags or {}
+        self.tagged: defaultdict[str, Counter[str]] = defaultdict(Counter)
         self.inclusive: defaultdict[str, Counter[str]] = defaultdict(Counter)
         self.exclusive: defaultdict[str, Counter[str]] = defaultdict(Counter)
         self.samples: Counter[str] = Counter()
@@ -77,6 +82,9 @@ class StackSampler:
                     self._note_cpu(group, thread.native_id)
                 self.exclusive[group][_key(frame)] += 1
                 self.inclusive[group].update(stack)
+                for tag, prefix in self.tags.items():
+                    if any(key.startswith(prefix) for key in stack):
+                        self.tagged[group][tag] += 1
 
     def _note_cpu(self, group: str, native_id: int) -> None:
         """Read a thread's CPU time when first seen in a group and about once a second after."""
@@ -103,6 +111,7 @@ class StackSampler:
                 "cpu_s": round(self.cpu_s(group), 2),
                 "inclusive": {k: round(v / n, 4) for k, v in self.inclusive[group].most_common(top)},
                 "exclusive": {k: round(v / n, 4) for k, v in self.exclusive[group].most_common(top)},
+                "tagged": {tag: round(self.tagged[group][tag] / n, 4) for tag in self.tags},
             }
         return out
 

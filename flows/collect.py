@@ -25,7 +25,7 @@ from tasks.collector import (
     open_collector,
     poll_policy_version,
 )
-from tasks.mlflow_metrics import start_tracked_run
+from tasks.mlflow_metrics import flush_queued_metrics, start_tracked_run
 from tasks.progress import BoundedProgress
 from tasks.retry import with_retries
 from tasks.run_log import report_in_run_log
@@ -197,6 +197,7 @@ def collect(params: CollectorParams | None = None, stop_token: str | None = None
         if run is not None:
             run.detach(session)
         close_collector(session)
+        flush_queued_metrics(run_id)  # the rows still queued reach the run before it is finished
         with_retries(
             lambda: session.registry.client.set_terminated(run_id), "closing the collector's MLflow run"
         )

@@ -44,7 +44,7 @@ from tasks.bounds import (
     Split,
 )
 from tasks.collector_envs import make_collector_envs
-from tasks.mlflow_metrics import log_metrics
+from tasks.mlflow_metrics import queue_metrics
 from tasks.policy_cache import templates
 from tasks.retry import only_transient, with_retries
 from tasks.stop import should_stop
@@ -248,7 +248,7 @@ def collect_episodes(
     """`batches` batches with the current policy, as the task run's name says (fewer only when the
     session is told to stop, which also ends the batch running then); a version published
     meanwhile is swapped in by the flow after this task run. One log line and one MLflow metrics
-    row per batch."""
+    row per batch (queued: `tasks.mlflow_metrics.queue_metrics`)."""
     logger = get_run_logger()
     totals = dict.fromkeys(
         ("episodes", "successes", "steps", "broken_episodes", "abandoned_episodes", "seconds", "batches"), 0.0
@@ -279,7 +279,8 @@ def collect_episodes(
                 "policy_version": stats["policy_version"],
                 "broken_episodes": session.broken,
             }
-            log_metrics(session.registry, session.mlflow_run_id, metrics, step=session.episodes)
+            # Queued, sent by this process's metrics thread: no MLflow call while the collector acts.
+            queue_metrics(session.registry, session.mlflow_run_id, metrics, step=session.episodes)
     return totals | {"policy_version": float(session.version or 0)}
 
 
