@@ -100,13 +100,12 @@ def main() -> None:
                 tree = str(Path(args.baseline_tree).resolve())
                 env = os.environ | {"PYTHONPATH": tree}
                 times["baseline"].append(_distrl(TRIVIAL, store, env, cwd=tree)[0])
-    trivial = {
-        k: {"median_s": round(statistics.median(v), 3), "each_s": [round(x, 3) for x in v]}
-        for k, v in times.items()
-        if v
+    medians = {k: statistics.median(v) for k, v in times.items() if v}
+    trivial: dict[str, object] = {
+        k: {"median_s": round(medians[k], 3), "each_s": [round(x, 3) for x in times[k]]} for k in medians
     }
-    if "baseline" in trivial:
-        trivial["extra_median_s"] = round(trivial["child"]["median_s"] - trivial["baseline"]["median_s"], 3)
+    if "baseline" in medians:
+        trivial["extra_median_s"] = round(medians["child"] - medians["baseline"], 3)
     document = {
         "benchmark": "sql_hard_limit",
         "machine": before,
