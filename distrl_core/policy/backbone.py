@@ -43,6 +43,8 @@ class HFModel(Protocol):
 
     def get_input_embeddings(self) -> nn.Embedding: ...
 
+    def get_decoder(self) -> nn.Module: ...  # a causal LM's body, without its LM head
+
     def save_pretrained(self, save_directory: str | os.PathLike[str]) -> Any: ...
 
 

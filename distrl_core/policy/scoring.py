@@ -105,6 +105,12 @@ def _hidden_states(
     inputs = _embed_with_dropout(parts, ids, flags)
     if parts.heads.match is not None:
         inputs = inputs + parts.heads.match(flags).to(inputs.dtype)
+    if parts.config.subwords is not None:
+        # The decoder body alone (its last state equals the full model's, bit for bit): scores never
+        # read the LM head, whose 30,522 sub-word rows cost ~2 GFLOP per update, more than the layers.
+        body = hf(parts.model).get_decoder()(inputs_embeds=inputs, attention_mask=attention)
+        last: torch.Tensor = body.last_hidden_state
+        return last
     output = parts.model(
         inputs_embeds=inputs, attention_mask=attention, output_hidden_states=True, logits_to_keep=1
     )

@@ -199,3 +199,19 @@ def test_an_update_trains_the_tiny_layers_and_leaves_the_table(encoder_dir, epis
         n for n, p in policy.model.named_parameters() if p.requires_grad and not torch.equal(p, layers[n])
     ]
     assert changed
+
+
+def test_scoring_reads_the_decoder_body_as_the_full_model_would(encoder_dir, sim_rows):
+    import dataclasses
+
+    from distrl_core.policy import scoring
+    from distrl_core.policy.types import StepInput
+
+    policy = Policy.create(_small_config(encoder_dir)).eval()
+    steps = [StepInput(r["instruction"], r["observation_text"], r["action"]) for r in sim_rows[:12]]
+    body = scoring.evaluate_scoring(policy.parts(), steps)  # the LM head skipped
+    # the same weights through the whole causal LM, as a tiny model without sub-words is run
+    full_config = dataclasses.replace(policy.config, subwords=None)
+    full = scoring.evaluate_scoring(dataclasses.replace(policy.parts(), config=full_config), steps)
+    for name in ("logp", "entropy", "values", "traj_logits"):
+        assert torch.equal(body[name], full[name]), name
