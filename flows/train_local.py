@@ -61,6 +61,7 @@ def _collector_params(params: TrainLocalParams, index: int) -> CollectorParams:
         seed=params.seed * 1000 + index,
         step_latency_s=params.step_latency_s,
         task_latency_sigma=params.task_latency_sigma,
+        observation=params.observation,
         # One batch per task run: in one process a new version reaches the collectors a batch
         # later, not a ~20 s task run later (the policy lag the demo's results were measured with).
         task_run_seconds=0.0,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, model_validator
 
+from distrl_core.envs.screen import ObservationKind
 from distrl_core.policy.config import SUBWORD_BASES, CandidateReading, Vocabulary
 from simulators.simdroid.tasks import TRAINED_BESIDE
 from storage.replay_config import ReplaySettings
@@ -55,6 +56,11 @@ class TrainLocalParams(BaseModel):
         description="Per-episode lognormal spread of the step latency (emulator task durations vary ~100x).",
     )
     store_uri: str | None = Field(None, description="Trajectory store (default: DISTRL_STORE_URI).")
+    observation: ObservationKind = Field(
+        "tree",
+        description="What collectors and the evaluator read elements from: the UI dump ('tree') or an "
+        "OCR of the screenshot ('screen'; the warm start's demonstrations stay on the tree).",
+    )
     warm_start_updates: int = Field(
         300,
         ge=0,
@@ -182,4 +188,6 @@ def evaluator_params(params: TrainLocalParams) -> EvaluatorParams:
     """The continuous evaluator's protocol: the one given, else the held-out split's default."""
     if params.evaluator is not None:
         return params.evaluator
-    return EvaluatorParams(family=params.family, split=scored_split(params), poll_seconds=2.0)
+    return EvaluatorParams(
+        family=params.family, split=scored_split(params), poll_seconds=2.0, observation=params.observation
+    )

@@ -203,6 +203,7 @@ def _cmd_fake_adb(args: argparse.Namespace) -> int:
             seed=args.seed,
             host=args.host,
             console_base_port=args.console_port or None,
+            readable=args.readable,
         )
     except ConsolePortError as exc:
         raise busy_port_error(exc, "--console-port", exc.port) or exc from None
@@ -277,6 +278,11 @@ def build_parser(flow_options: bool | str = True) -> argparse.ArgumentParser:
         default=5554,
         help="first emulator console port; device i is emulator-<port+2i> with its console there, "
         "so `adb emu` finds it (0: free ports, which `adb emu` cannot find)",
+    )
+    fake.add_argument(
+        "--readable",
+        action="store_true",
+        help="540x1200 phones drawn in DejaVu Sans, whose screenshots an OCR reads (--observation screen)",
     )
     fake.set_defaults(func=_cmd_fake_adb)
     add_setup_commands(sub)

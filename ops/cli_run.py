@@ -36,6 +36,13 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
         "--sample", action="store_true", help="sample actions as collectors do (default: greedy)"
     )
     run.add_argument("--seed", type=int, default=0, help="SimDroid's seed (default: %(default)s)")
+    run.add_argument(
+        "--observation",
+        choices=("tree", "screen"),
+        default="tree",
+        help="what the policy reads: the UI dump's elements, or an OCR of the screenshot alone "
+        "(screen: needs `make pretrained-deps`; default: %(default)s)",
+    )
     run.add_argument("--out", help="folder of screenshots and storyboards (default: HOME/runs)")
     run.add_argument("--home", default=HOME, help="folder of the embedded store and MLflow database")
     run.set_defaults(func=cmd_run)
@@ -60,6 +67,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         max_steps=args.max_steps,
         greedy=not args.sample,
         seed=args.seed,
+        observation=args.observation,
         out=Path(args.out) if args.out else home / "runs",
     )
     outcome = run_policy(request, report=lambda line: print(line, flush=True))

@@ -23,6 +23,7 @@ from distrl_core.envs.actions import Action, format_action
 from distrl_core.envs.kinds import EnvKind
 from distrl_core.envs.observation import Observation
 from distrl_core.envs.protocol import Environment, StepResult, Task
+from distrl_core.envs.screen import ObservationKind
 from distrl_core.evaluators import EpisodeContext, EvalResult, Verdict
 from distrl_core.policy import Policy, load_policy
 from distrl_core.policy.types import ActOutput
@@ -32,6 +33,7 @@ from simulators.adb.errors import AdbEnvError
 from simulators.adb_checks import STARTER_TASKS, AdbRuleEvaluator
 from simulators.factory import make_env
 from simulators.rollout import RolloutConfig, RolloutResult, run_episodes
+from simulators.screen_env import ScreenEnv
 from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
 from simulators.sim_rules import SimStateEvaluator
 from simulators.simdroid.free_task import FREE_TEMPLATE, KINDS, free_task, instruction_task
@@ -63,6 +65,7 @@ class RunRequest:
     - ``greedy``: the most likely action at each step (else sampled, as collectors act).
     - ``out``: the folder the episode's screenshots and storyboard go under.
     - ``store``: the trajectory store (None: ``DISTRL_STORE_URI``).
+    - ``observation``: "tree" (the UI dump's elements) or "screen" (an OCR of the screenshot).
     """
 
     instruction: str | None = None
@@ -78,6 +81,7 @@ class RunRequest:
     seed: int = 0
     out: Path = Path(".distrl/runs")
     store: str | None = None
+    observation: ObservationKind = "tree"
 
 
 @dataclass(frozen=True)
@@ -194,7 +198,13 @@ def _reading(task: Task) -> str | None:
 def _environment(request: RunRequest) -> Environment:
     if request.sim:
         return make_env(
-            SimDroidEnvConfig(screenshots=True, ui_xml=False, seed=request.seed, serial="sim-run")
+            SimDroidEnvConfig(
+                screenshots=True,
+                ui_xml=False,
+                seed=request.seed,
+                serial="sim-run",
+                observation=request.observation,
+            )
         )
     if not request.serial:
         raise UserError(
@@ -202,7 +212,12 @@ def _environment(request: RunRequest) -> Environment:
             "or --sim for a SimDroid"
         )
     config = adb_env_config(
-        request.adb_host, request.adb_port, request.serial, fake_server=request.fake_adb, screenshots=True
+        request.adb_host,
+        request.adb_port,
+        request.serial,
+        fake_server=request.fake_adb,
+        screenshots=True,
+        observation=request.observation,
     )
     env = make_env(config)
     try:
@@ -226,6 +241,8 @@ def _policy(registry: PolicyRegistry, ref: str) -> tuple[int, Policy]:
 def _verdict(request: RunRequest, task: Task, watched: _Watched, result: RolloutResult) -> EvalResult:
     """The device's own check where it has one; else the model judge, if one is configured."""
     episode, env = result.episodes[0], watched.env
+    if isinstance(env, ScreenEnv):  # --observation screen: the device's own checks are underneath
+        env = env.env
     if isinstance(env, SimDroidEnv):
         found = SimStateEvaluator(env.device).evaluate(EpisodeContext(task.instruction, task=task))
         return _judge(task, watched, found) if task.kind == UNRECOGNISED_KIND else found

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from distrl_core.envs.kinds import EnvKind
 from distrl_core.envs.protocol import Environment
+from simulators.screen_env import readable_sim_config
 from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
 
 if TYPE_CHECKING:
@@ -35,11 +36,15 @@ CONFIG_OF_KIND: dict[EnvKind, str] = {"sim": "SimDroidEnvConfig", "adb": "AdbEnv
 def make_env(config: EnvConfig) -> Environment:
     """The environment ``config`` describes; a config of no known kind raises TypeError naming it."""
     if isinstance(config, SimDroidEnvConfig):
+        if config.observation == "screen":
+            return _on_screen(SimDroidEnv(readable_sim_config(config)), config.screenshots)
         return SimDroidEnv(config)
     from simulators.adb.config import AdbEnvConfig
     from simulators.adb.env import AdbEnv
 
     if isinstance(config, AdbEnvConfig):
+        if config.observation == "screen":
+            return _on_screen(AdbEnv(dataclasses.replace(config, screenshots=True)), config.screenshots)
         return AdbEnv(config)
     known = ", ".join(f"{name} ({kind!r})" for kind, name in CONFIG_OF_KIND.items())
     raise TypeError(
@@ -48,6 +53,14 @@ def make_env(config: EnvConfig) -> Environment:
     )
 
 
-def make_sim_envs(config: SimDroidEnvConfig, count: int, serial_prefix: str) -> list[SimDroidEnv]:
+def make_sim_envs(config: SimDroidEnvConfig, count: int, serial_prefix: str) -> list[Environment]:
     """``count`` SimDroids sharing ``config``, with serials ``{serial_prefix}-0``, ``-1``, ..."""
-    return [SimDroidEnv(dataclasses.replace(config, serial=f"{serial_prefix}-{i}")) for i in range(count)]
+    return [make_env(dataclasses.replace(config, serial=f"{serial_prefix}-{i}")) for i in range(count)]
+
+
+def _on_screen(env: Environment, keep_screenshots: bool) -> Environment:
+    """``env`` observed through its screenshots, read by the process's shared OCR model."""
+    from simulators.ocr import shared_reader
+    from simulators.screen_env import ScreenEnv
+
+    return ScreenEnv(env, shared_reader(), keep_screenshots=keep_screenshots)

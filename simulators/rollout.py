@@ -9,6 +9,7 @@ cannot import storage; ``tests/learner`` checks the two agree), ready for
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
@@ -23,6 +24,7 @@ from distrl_core.envs.actions import Action, format_action
 from distrl_core.envs.kinds import EnvKind
 from distrl_core.envs.observation import Observation
 from distrl_core.envs.protocol import Environment, Task
+from distrl_core.envs.screen import as_executed, observation_kind
 from distrl_core.policy.types import ActOutput
 from simulators.factory import make_sim_envs
 from simulators.sim_env import SimDroidEnvConfig
@@ -150,6 +152,7 @@ def step_row(
         "task_family": task.family,
         "instruction": observation.instruction,
         "observation_text": observation.ui_text,
+        "observation": observation_kind(observation),
         "screenshot_png": observation.screenshot_png,
         "raw_output": utf8_safe(output.raw_text),  # Arrow strings are UTF-8: no lone surrogates
         "action": format_action(output.action),
@@ -299,6 +302,8 @@ class _Rollout:
     def _step(self, slot: int, output: ActOutput, started_at: datetime, act_latency: float) -> None:
         episode, env = self.active[slot], self.envs[slot]
         observation = self._observation(slot)
+        # Stored as executed: under the screen observation an element tap is its box centre's point.
+        output = dataclasses.replace(output, action=as_executed(output.action, observation))
         try:
             result = env.step(output.action)
         except Exception as exc:

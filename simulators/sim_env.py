@@ -19,6 +19,7 @@ from distrl_core.envs.actions import Action, ActionKind, parse_action, swipe_end
 from distrl_core.envs.kinds import EnvKind
 from distrl_core.envs.observation import Observation, UIElement, compact_tree, elements_to_xml
 from distrl_core.envs.protocol import FAMILIES, EpisodeRules, EpisodicEnv, StepResult, Task
+from distrl_core.envs.screen import OBSERVATION_KINDS, ObservationKind
 from simulators.simdroid.catalog import find_app
 from simulators.simdroid.device import DeviceOffline, ResetFailed, SimDroid, SimDroidConfig
 from simulators.simdroid.render import solid_png
@@ -50,6 +51,9 @@ class SimDroidEnvConfig:
     - ``screenshot_retries``: re-captures of a corrupt (truncated/blank) screenshot; if all fail,
       the last frame is returned with ``observation.extras["screenshot_ok"] = False``.
     - ``serial``: the device's serial (what rollout rows record as ``device_id``).
+    - ``observation``: "tree" builds the policy's elements from the UI dump; "screen" from an OCR
+      of the screenshot alone (``make_env`` wraps the env in ``simulators.screen_env.ScreenEnv``,
+      capturing screenshots drawn readable: ``SimDroidConfig.readable`` unless ``device.font`` is set).
     """
 
     device: SimDroidConfig = field(default_factory=lambda: SimDroidConfig(distractor_prob=0.1))
@@ -66,8 +70,13 @@ class SimDroidEnvConfig:
     offline_timeout_s: float = 30.0
     screenshot_retries: int = 5
     serial: str = "emulator-5554"
+    observation: ObservationKind = "tree"
 
     def __post_init__(self) -> None:
+        if self.observation not in OBSERVATION_KINDS:
+            raise ValueError(
+                f"SimDroidEnvConfig.observation must be one of {OBSERVATION_KINDS}, got {self.observation!r}"
+            )
         if self.family is not None and self.family not in FAMILIES:
             raise ValueError(
                 f"SimDroidEnvConfig.family must be None or one of {FAMILIES}, got {self.family!r}"

@@ -38,6 +38,7 @@ from storage.schema import (
     SchemaError,
     check_schema_version,
     decode_dictionaries,
+    upgrade,
     validate_ranges,
     validate_schema,
     validate_sizes,
@@ -222,11 +223,16 @@ def read_shard(
         parquet = pq.ParquetFile(fh, metadata=footer.metadata, read_dictionary=strings, pre_buffer=True)
         if without_images and columns is None:
             validate_schema(footer.schema_arrow, source=source)  # the one column not read is checked too
-            table = _with_null_images(parquet.read(columns=[n for n in COLUMN_NAMES if n != IMAGE_COLUMN]))
+            present = footer.schema_arrow.names  # a shard of an older 1.x lacks the columns added since
+            table = _with_null_images(
+                parquet.read(columns=[n for n in COLUMN_NAMES if n != IMAGE_COLUMN and n in present])
+            )
         else:
             table = parquet.read(columns=list(columns) if columns is not None else None)
     validate_sizes(table, source=source)
     table = decode_dictionaries(table)
+    if columns is None:
+        table = upgrade(table)  # a shard of an older 1.x: the columns added since at their defaults
     if columns is None:
         validate_table(table, source=source)
         validate_ranges(table, source=source, version_bound=version_bound)

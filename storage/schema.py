@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from distrl_core.envs.kinds import ENV_KINDS
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 SCHEMA_VERSION_KEY = b"distrl.schema_version"
 SUPPORTED_MAJOR_VERSIONS = frozenset({1})
 SHARD_HOST_KEY = b"distrl.host"
@@ -63,6 +63,8 @@ EPISODE_STATUSES = ("ok", "truncated", "env_error")
 """`ok`: ended by the task (success, status action or horizon); `truncated`: cut by the collector
 (stop request); `env_error`: the environment failed mid-episode. Only `ok` episodes are trained on."""
 
+OBSERVATION_KINDS = ("tree", "screen")  # distrl_core.envs.screen.OBSERVATION_KINDS; storage loads no torch
+
 _FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     # name, type, nullable, meaning
     ("run_id", pa.string(), False, "collector run that produced the step"),
@@ -81,6 +83,13 @@ _FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("task_family", pa.string(), False, "task family, e.g. 'general' or 'webshop'"),
     ("instruction", pa.string(), False, "natural-language instruction"),
     ("observation_text", pa.string(), False, "compact text rendering of the UI the policy saw"),
+    (
+        "observation",
+        pa.string(),
+        False,
+        f"what the elements were read from, one of {OBSERVATION_KINDS}: 'tree' the UI dump, 'screen' "
+        "an OCR of the screenshot (schema 1.1; shards of 1.0 read as 'tree')",
+    ),
     ("screenshot_png", pa.binary(), True, "PNG screenshot the policy saw (null when not captured)"),
     ("raw_output", pa.string(), False, "raw text the model emitted"),
     ("action", pa.string(), False, "canonical text of the parsed action"),
@@ -98,6 +107,9 @@ _FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
 ]
 
 FIELD_DOCS: dict[str, str] = {name: doc for name, _, _, doc in _FIELDS}
+ADDED_COLUMNS: dict[str, tuple[str, Any]] = {"observation": ("1.1", "tree")}
+"""Columns added by a minor version: the version that added each, and the value its rows take in
+a shard written before (`upgrade`), so every 1.x shard reads as the current schema."""
 STEP_SCHEMA = pa.schema(
     [pa.field(name, dtype, nullable=nullable) for name, dtype, nullable, _ in _FIELDS],
     metadata={SCHEMA_VERSION_KEY: SCHEMA_VERSION.encode()},
@@ -152,6 +164,8 @@ def check_schema_version(metadata: Mapping[bytes, bytes] | None, *, source: str 
 def validate_schema(schema: pa.Schema, *, source: str = "table") -> None:
     """Raise `SchemaError` naming the first field that is missing, extra, or of the wrong type."""
     for expected in STEP_SCHEMA:
+        if expected.name not in schema.names and expected.name in ADDED_COLUMNS:
+            continue  # a shard of an older minor version: `upgrade` fills it
         if expected.name not in schema.names:
             raise SchemaError(f"{source}: missing field '{expected.name}' ({FIELD_DOCS[expected.name]})")
         actual = schema.field(expected.name)
@@ -164,9 +178,22 @@ def validate_schema(schema: pa.Schema, *, source: str = "table") -> None:
         raise SchemaError(f"{source}: unknown field '{extra[0]}'; the step schema has no such column")
 
 
+def upgrade(table: pa.Table) -> pa.Table:
+    """``table`` with every column a later minor version added (`ADDED_COLUMNS`) that it lacks, at
+    the value old rows take."""
+    for name, (_, value) in ADDED_COLUMNS.items():
+        if name not in table.schema.names:
+            dtype = STEP_SCHEMA.field(name).type
+            table = table.append_column(
+                pa.field(name, dtype, nullable=False), pa.array([value] * table.num_rows, dtype)
+            )
+    return table
+
+
 def validate_table(table: pa.Table, *, source: str = "table") -> None:
     """Check types, nulls and value domains; the error names the field and the first bad row."""
     validate_schema(table.schema, source=source)
+    table = upgrade(table)
     for field in STEP_SCHEMA:
         column = table.column(field.name)
         if not field.nullable and column.null_count:
@@ -176,6 +203,10 @@ def validate_table(table: pa.Table, *, source: str = "table") -> None:
     if not statuses <= set(EPISODE_STATUSES):
         bad = sorted(statuses - set(EPISODE_STATUSES))[0]
         raise SchemaError(f"{source}: field 'episode_status' has value {bad!r}; allowed: {EPISODE_STATUSES}")
+    observations = set(table.column("observation").unique().to_pylist())
+    if not observations <= set(OBSERVATION_KINDS):
+        bad = sorted(observations - set(OBSERVATION_KINDS))[0]
+        raise SchemaError(f"{source}: field 'observation' has value {bad!r}; allowed: {OBSERVATION_KINDS}")
     kinds = set(table.column("env_kind").unique().to_pylist())
     if not kinds <= set(ENV_KINDS):
         bad = sorted(kinds - set(ENV_KINDS))[0]
@@ -382,4 +413,4 @@ def steps_to_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
 def conform(table: pa.Table) -> pa.Table:
     """Reorder columns and attach the schema metadata (types must already match)."""
     validate_schema(table.schema)
-    return table.select(list(COLUMN_NAMES)).cast(STEP_SCHEMA)
+    return upgrade(table).select(list(COLUMN_NAMES)).cast(STEP_SCHEMA)

@@ -220,7 +220,11 @@ def _create_views(
         con.register("shard_rows", ranged.dataset(shards))  # the connection keeps the dataset alive
     else:
         if shards:
-            source = con.read_parquet([store.url(p) for p in shards], hive_partitioning=False, filename=True)
+            urls = [store.url(p) for p in shards]
+            # by name: shards of schema 1.0 lack `observation` (storage.schema.ADDED_COLUMNS)
+            source = con.read_parquet(urls, hive_partitioning=False, filename=True, union_by_name=True)
+            if "observation" not in source.columns:  # the `steps` view fills it per row
+                source = source.project("*, NULL::VARCHAR AS observation")
         else:
             empty = STEP_SCHEMA.empty_table()
             source = con.from_arrow(empty.append_column("filename", pa.array([], pa.string())))

@@ -25,6 +25,7 @@ from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, Field
 
 from distrl_core.envs.kinds import EnvKind
+from distrl_core.envs.screen import ObservationKind
 from distrl_core.policy import Policy
 from simulators.rollout import RolloutConfig, run_episodes
 from simulators.sim_env import SimDroidEnv
@@ -129,6 +130,11 @@ class CollectorParams(BaseModel):
         False,
         description="Store each step's PNG screenshot in the shards (`screenshot_png`), as a vision policy "
         "needs: ~100x larger shards (SimDroid and ADB environments alike).",
+    )
+    observation: ObservationKind = Field(
+        "tree",
+        description="'tree': the policy reads the UI dump's elements; 'screen': an OCR of the screenshot "
+        "alone (needs `make pretrained-deps`; SimDroid then draws readable screenshots).",
     )
     seed: int = Field(0, ge=0, le=MAX_SEED, description="Seeds task sampling and episode randomness.")
 

@@ -39,6 +39,7 @@ def _adb_configs(params: CollectorParams) -> list[AdbEnvConfig]:
             serial,
             fake_server=params.adb_fake_server,
             screenshots=params.screenshots,
+            observation=params.observation,
         )
         for serial in params.serials
     ]
@@ -73,5 +74,10 @@ def _env_config(params: CollectorParams, seed: int, serial: str) -> SimDroidEnvC
         )
     device = SimDroidConfig(distractor_prob=0.1, faults=faults)
     return SimDroidEnvConfig(
-        device=device, screenshots=params.screenshots, ui_xml=False, seed=seed, serial=serial
+        device=device,
+        screenshots=params.screenshots,
+        ui_xml=False,
+        seed=seed,
+        serial=serial,
+        observation=params.observation,
     )

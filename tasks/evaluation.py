@@ -9,12 +9,14 @@ rule compares a challenger with the champion on the same episodes
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
+from distrl_core.envs.screen import ObservationKind
 from distrl_core.learner.champion import PairedDifference, beats_with_confidence
 from distrl_core.policy import load_policy
 from simulators.evaluation import (
@@ -23,6 +25,7 @@ from simulators.evaluation import (
     estimate_success,
     outcomes_from_text,
 )
+from simulators.rollout import RolloutConfig
 from simulators.simdroid.tasks import TRAINED_BESIDE, load_tasks
 from storage.registry import CHAMPION, PolicyRegistry
 from tasks import curve_links, heldout_curve
@@ -48,9 +51,13 @@ def in_distribution_split(split: str) -> str:
     return TRAINED_BESIDE.get(split, split)
 
 
-def protocol_name(split: str, family: str | None, episodes_per_task: int, seed: int) -> str:
-    """The episodes an evaluation plays, as a name: same name, same episodes (pairable outcomes)."""
-    return f"{split}:{family or 'all'}:{episodes_per_task}x:seed{seed}"
+def protocol_name(
+    split: str, family: str | None, episodes_per_task: int, seed: int, observation: str = "tree"
+) -> str:
+    """The episodes an evaluation plays, as a name: same name, same episodes (pairable outcomes).
+    The screen observation is a different protocol (``:screen``): its scores pair only with its own."""
+    suffix = "" if observation == "tree" else f":{observation}"
+    return f"{split}:{family or 'all'}:{episodes_per_task}x:seed{seed}{suffix}"
 
 
 @task(cache_policy=NO_CACHE, task_run_name="evaluate v{version} ({split} split)")
@@ -63,6 +70,7 @@ def evaluate_version(
     parallel_envs: int = 16,
     episodes_per_task: int = 3,
     in_distribution: bool = True,
+    observation: ObservationKind = "tree",
 ) -> dict:
     """Greedy rollouts, `episodes_per_task` per task of `split`, with the 95% interval, per family and
     per task; with `in_distribution`, beside it the same on the train tasks under fresh env seeds
@@ -70,9 +78,11 @@ def evaluate_version(
     `split`: `in_distribution_split`). Exact on a re-run: seeds are fixed."""
     registry = PolicyRegistry()
     policy = load_policy(registry.fetch(version).path).eval()
+    env = dataclasses.replace(RolloutConfig().env, observation=observation)  # the rollouts' default env
     estimate = estimate_success(
         policy,
         load_tasks(family, split),
+        env,
         episodes_per_task=episodes_per_task,
         seed=seed,
         parallel=parallel_envs,
@@ -83,7 +93,7 @@ def evaluate_version(
         "split": split,
         "family": family,
         "seed": seed,
-        "protocol": protocol_name(split, family, episodes_per_task, seed),
+        "protocol": protocol_name(split, family, episodes_per_task, seed, observation),
         **estimate.as_dict(),
     }
     trained = in_distribution_split(split)
@@ -91,6 +101,7 @@ def evaluate_version(
         train = estimate_success(
             policy,
             load_tasks(family, trained),
+            env,
             episodes_per_task=1,
             seed=IN_DISTRIBUTION_SEED,
             parallel=parallel_envs,

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from distrl_core.envs.screen import ObservationKind
 from simulators.evaluation import HELDOUT_SEED, outcomes_from_text, wilson_interval
 from storage.registry import PolicyRegistry
 from tasks import heldout_curve
@@ -53,9 +54,15 @@ class EvaluatorParams(BaseModel):
         "interval exceeds this (0: better with confidence).",
     )
 
+    observation: ObservationKind = Field(
+        "tree",
+        description="'tree' or 'screen': what the policy's elements are read from (an OCR of the "
+        "screenshot under 'screen', a protocol of its own).",
+    )
+
     @property
     def protocol(self) -> str:
-        return protocol_name(self.split, self.family, self.episodes_per_task, self.seed)
+        return protocol_name(self.split, self.family, self.episodes_per_task, self.seed, self.observation)
 
     def evaluation_args(self) -> dict[str, Any]:
         """`evaluate_version`'s arguments for this protocol: every version plays the same episodes."""
@@ -65,6 +72,7 @@ class EvaluatorParams(BaseModel):
             "seed": self.seed,
             "episodes_per_task": self.episodes_per_task,
             "parallel_envs": self.parallel_envs,
+            "observation": self.observation,
         }
 
 

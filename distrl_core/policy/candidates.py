@@ -18,14 +18,16 @@ index numbers (docs/architecture.md, "Design notes": index-generating models nev
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from distrl_core.envs.actions import Action, format_action
+from distrl_core.envs.actions import Action, ActionKind, format_action, parse_action, to_pixels
 
 __all__ = [
     "Candidate",
     "ScreenLine",
     "build_candidates",
+    "find_candidate",
     "instruction_spans",
     "parse_compact_tree",
 ]
@@ -75,11 +77,14 @@ class ScreenLine:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """One action the policy may choose. ``line`` is the index of the UI line it acts on, if any."""
+    """One action the policy may choose. ``line`` is the index of the UI line it acts on, if any;
+    ``bounds`` that line's box in screen pixels (element taps), which a stored point tap is matched
+    against (:func:`find_candidate`)."""
 
     action: Action
     text: str
     line: int | None = None
+    bounds: tuple[int, int, int, int] | None = None
 
     @property
     def action_text(self) -> str:
@@ -163,7 +168,7 @@ def build_candidates(
     for line in lines:
         if line.static or "disabled" in line.flags:
             continue
-        candidates.append(Candidate(Action.tap(line.index), line.describe(), line.index))
+        candidates.append(Candidate(Action.tap(line.index), line.describe(), line.index, line.bounds))
         if line.class_name in _SLIDER_CLASSES:
             candidates += _slider_taps(line, percents, screen_size)
     if any(line.focused_field for line in lines):
@@ -179,3 +184,32 @@ def build_candidates(
             seen.add(candidate.action_text)
             unique.append(candidate)
     return unique
+
+
+def find_candidate(
+    candidates: Sequence[Candidate], action_text: str, screen_size: tuple[int, int] = (1080, 2400)
+) -> int | None:
+    """Which candidate ``action_text`` (a stored action) is, None if none is.
+
+    Its own text first. A tap on a point (what a phone gets: the screen observation stores an
+    element tap as its box centre, ``distrl_core.envs.screen.as_executed``, and AutoUI-style
+    policies emit points) is the element tap whose box holds the point, the box whose centre is
+    nearest when boxes overlap: the element a phone would have hit.
+    """
+    for i, candidate in enumerate(candidates):
+        if candidate.action_text == action_text:
+            return i
+    action = parse_action(action_text)
+    if action.kind is not ActionKind.TAP or action.point is None:
+        return None
+    x, y = to_pixels(action.point, screen_size)
+    best: tuple[float, int] | None = None
+    for i, candidate in enumerate(candidates):
+        if candidate.bounds is None or candidate.action.index is None:
+            continue
+        x1, y1, x2, y2 = candidate.bounds
+        if x1 <= x < x2 and y1 <= y < y2:
+            distance = ((x1 + x2) / 2 - x) ** 2 + ((y1 + y2) / 2 - y) ** 2
+            if best is None or distance < best[0]:
+                best = (distance, i)
+    return None if best is None else best[1]

@@ -26,7 +26,7 @@ import torch
 
 from distrl_core.algos.entropy import candidate_entropy, candidate_log_probs
 from distrl_core.envs.observation import Observation
-from distrl_core.policy.candidates import Candidate
+from distrl_core.policy.candidates import Candidate, find_candidate
 from distrl_core.policy.encoder import EncoderBackbone, length_sorted_chunks
 from distrl_core.policy.encoder_spans import score_span_steps
 from distrl_core.policy.parts import ActingParts
@@ -46,11 +46,8 @@ class EncoderStep:
     flags: tuple[int, ...]  # per candidate: FLAG_MATCH when it shares a word with the instruction
     spans: tuple[tuple[int, int], ...]  # per candidate: its [start, end) characters in observation
 
-    def index_of(self, action_text: str) -> int | None:
-        for i, candidate in enumerate(self.candidates):
-            if candidate.action_text == action_text:
-                return i
-        return None
+    def index_of(self, action_text: str, screen_size: tuple[int, int] = (1080, 2400)) -> int | None:
+        return find_candidate(self.candidates, action_text, screen_size)
 
 
 @functools.lru_cache(maxsize=1 << 15)
@@ -180,7 +177,7 @@ def evaluate_encoder(parts: ActingParts, steps: Sequence[StepInput]) -> dict[str
     """Flat (N,) log π of each stored action, entropy, V(s), trajectory logit and ``known``."""
     encoded = _steps(parts, [(s.instruction, s.observation_text, s.history) for s in steps])
     scored = score_encoder_steps(parts, encoded)
-    choice = [e.index_of(s.action) for e, s in zip(encoded, steps, strict=True)]
+    choice = [e.index_of(s.action, parts.config.screen_size) for e, s in zip(encoded, steps, strict=True)]
     known = torch.tensor([c is not None for c in choice], device=parts.device)
     index = torch.tensor([c or 0 for c in choice], device=parts.device)
     chosen = scored.log_probs.gather(1, index[:, None]).squeeze(1)

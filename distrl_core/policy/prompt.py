@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from distrl_core.policy.candidates import Candidate, build_candidates, parse_compact_tree
+from distrl_core.policy.candidates import Candidate, build_candidates, find_candidate, parse_compact_tree
 from distrl_core.policy.tokenizer import match_flags
 
 __all__ = [
@@ -48,12 +48,10 @@ class EncodedStep:
     instruction_end: int  # position of the instruction's last token
     candidates: tuple[Candidate, ...]
 
-    def index_of(self, action_text: str) -> int | None:
-        """Which candidate is ``action_text`` (canonical action text), None if none is."""
-        for i, candidate in enumerate(self.candidates):
-            if candidate.action_text == action_text:
-                return i
-        return None
+    def index_of(self, action_text: str, screen_size: tuple[int, int] = (1080, 2400)) -> int | None:
+        """Which candidate is ``action_text`` (canonical action text; a point tap is the element
+        tap it lands on: ``find_candidate``), None if none is."""
+        return find_candidate(self.candidates, action_text, screen_size)
 
 
 def scoring_segments(

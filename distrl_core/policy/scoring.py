@@ -229,7 +229,7 @@ def evaluate_scoring(parts: ActingParts, steps: Sequence[StepInput]) -> dict[str
     """Flat (N,) log π of each stored action, entropy, V(s), trajectory logit and ``known``."""
     encoded = [parts.encode(s.instruction, s.observation_text, s.history) for s in steps]
     scored = score_steps(parts, encoded)
-    choice = [e.index_of(s.action) for e, s in zip(encoded, steps, strict=True)]
+    choice = [e.index_of(s.action, parts.config.screen_size) for e, s in zip(encoded, steps, strict=True)]
     known = torch.tensor([c is not None for c in choice], device=parts.device)
     index = torch.tensor([c or 0 for c in choice], device=parts.device)
     chosen = scored.log_probs.gather(1, index[:, None]).squeeze(1)

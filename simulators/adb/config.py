@@ -24,6 +24,9 @@ class AdbEnvConfig:
     host, port: the adb server (``adb start-server`` listens on 127.0.0.1:5037; the fake server on any).
     serial: the device (``adb devices``); None means the only device the server lists.
     screenshots: capture ``screencap -p`` each step (off for text-only policies: saves ~30% per step).
+    observation: "tree" reads the policy's elements from ``uiautomator dump``; "screen" from an OCR
+        of ``screencap -p`` alone (``make_env`` wraps the env in ``simulators.screen_env.ScreenEnv``
+        and no UI dump is taken: games, WebViews and animating screens have none worth reading).
     step_timeout_s: limit for any single adb command; a command past it raises StepTimeoutError.
     settle_delay_s: pause after an action before observing, so animations finish (0 for the simulator).
     ui_dump_retries: extra ``uiautomator dump`` attempts after "could not get idle state".
@@ -62,6 +65,7 @@ class AdbEnvConfig:
     port: int = 5037
     serial: str | None = None
     screenshots: bool = True
+    observation: Literal["tree", "screen"] = "tree"
     step_timeout_s: float = 30.0
     settle_delay_s: float = 0.5
     ui_dump_retries: int = 3
@@ -89,6 +93,8 @@ class AdbEnvConfig:
 
     def __post_init__(self) -> None:
         problems = [*self._link_problems(), *self._reset_problems(), *self._episode_problems()]
+        if self.observation not in ("tree", "screen"):
+            problems.append(f"observation must be 'tree' or 'screen', got {self.observation!r}")
         if problems:
             raise ValueError("invalid AdbEnvConfig: " + "; ".join(problems))
         self.reset_commands = tuple(self.reset_commands)

@@ -83,7 +83,8 @@ class AdbEnv(EpisodicEnv):
 
     # -- observation --------------------------------------------------------------------------------
     def _capture(self) -> _Screen:
-        xml, elements = self.link.ui_dump()
+        # Screen-only: the OCR reads the screenshot (ScreenEnv); a dump would only cost time.
+        xml, elements = self.link.ui_dump() if self.config.observation == "tree" else ("", [])
         screenshot = self.link.screenshot() if self.config.screenshots else None
         return _Screen(xml, elements, screenshot, self.link.current_activity())
 

@@ -21,6 +21,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from simulators.fake_adb.console import DEFAULT_AUTH_TOKEN_PATH, FakeEmulatorConsole
 from simulators.fake_adb.device import FakeDevice
@@ -28,6 +29,7 @@ from simulators.fake_adb.host_services import DeviceTable
 from simulators.fake_adb.services import handle_connection
 from simulators.fake_adb.tcp import TcpService
 from simulators.simdroid.device import FaultConfig, SimDroid, SimDroidConfig
+from simulators.simdroid.render import DEJAVU_SANS
 
 logger = logging.getLogger(__name__)
 
@@ -246,10 +248,22 @@ def run_fake_adb(
     faults: FaultConfig | None = None,
     console_base_port: int | None = None,
     host: str = "127.0.0.1",
+    readable: bool = False,
 ) -> None:
-    """Serve ``devices`` SimDroid phones on ``host:port`` until Ctrl-C or ``adb kill-server``."""
+    """Serve ``devices`` SimDroid phones on ``host:port`` until Ctrl-C or ``adb kill-server``;
+    ``readable``: 540x1200 phones whose screenshots an OCR reads (DejaVu Sans), for the screen
+    observation."""
+    look: dict[str, Any] = (
+        {"simdroid": SimDroidConfig(font=DEJAVU_SANS), "screen_scale": 0.5} if readable else {}
+    )
     config = FakeAdbConfig(
-        host=host, port=port, devices=devices, seed=seed, faults=faults, console_base_port=console_base_port
+        host=host,
+        port=port,
+        devices=devices,
+        seed=seed,
+        faults=faults,
+        console_base_port=console_base_port,
+        **look,
     )
     server = FakeAdbServer(config).start()
     consoles = ", ".join(

@@ -19,14 +19,15 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from distrl_core.envs.observation import UIElement, elements_to_xml
 from distrl_core.envs.protocol import Task
 from simulators.simdroid.apps_system import launch
 from simulators.simdroid.catalog import LAUNCHER, find_app
 from simulators.simdroid.faults import DeviceOffline, FaultConfig, FaultModel, ResetFailed
-from simulators.simdroid.render import render_png, solid_png
+from simulators.simdroid.render import DEJAVU_SANS, Typeface, render_png, solid_png
 from simulators.simdroid.screens import build_screen, maybe_show_distractor
 from simulators.simdroid.state import DeviceState
 from simulators.simdroid.success import is_successful as _is_successful
@@ -36,6 +37,7 @@ __all__ = ["DeviceOffline", "FaultConfig", "ResetFailed", "SimDroid", "SimDroidC
 
 KEY_NAMES = {"HOME": 3, "BACK": 4, "ENTER": 66, "DEL": 67}
 TAP_SLOP_PX = 24
+READABLE_SCALE = 0.5  # screenshots half the screen's size: an OCR reads them, at 1/4 of full cost
 _UNTYPEABLE = re.compile(r"[\x00-\x1f\x7f]")  # `adb shell input text` cannot send control chars
 
 
@@ -52,6 +54,10 @@ class SimDroidConfig:
     - ``distractor_prob``: chance that a dialog pops up after each page change, in [0, 1].
     - ``seed``: base seed of the distractor RNG.
     - ``faults``: latency and fault injection, all off by default.
+    - ``font``: "" draws text in Pillow's bitmap font (fast; too small for an OCR to read); a
+      TrueType file (``render.DEJAVU_SANS``) draws it ``font_size`` of the screen height tall, as
+      the screen-only observation needs (``SimDroidConfig.readable()`` sets both with a scale).
+    - ``font_size``: TrueType text height as a fraction of the screen height, in (0, 0.1].
     """
 
     width: int = 1080
@@ -60,6 +66,8 @@ class SimDroidConfig:
     distractor_prob: float = 0.0
     seed: int = 0
     faults: FaultConfig = field(default_factory=FaultConfig)
+    font: str = ""
+    font_size: float = 0.016
 
     def __post_init__(self) -> None:
         if self.width < 100 or self.height < 100:
@@ -72,6 +80,27 @@ class SimDroidConfig:
             )
         if not 0.0 <= self.distractor_prob <= 1.0:
             raise ValueError(f"SimDroidConfig.distractor_prob is a probability, got {self.distractor_prob}")
+        if not 0.0 < self.font_size <= 0.1:
+            raise ValueError(
+                f"SimDroidConfig.font_size is a fraction of the height in (0, 0.1], got {self.font_size}"
+            )
+        if self.font and not Path(self.font).is_file():
+            raise ValueError(
+                f"SimDroidConfig.font {self.font!r} is not a file; Debian installs DejaVu Sans with "
+                "`apt-get install fonts-dejavu-core` (`make system-deps`)"
+            )
+
+    @property
+    def typeface(self) -> Typeface:
+        """The face screenshots draw their text in."""
+        if not self.font:
+            return Typeface()
+        return Typeface(self.font, max(8, round(self.font_size * self.height * self.screenshot_scale)))
+
+    def readable(self, scale: float = READABLE_SCALE) -> SimDroidConfig:
+        """This config drawing screenshots an OCR model reads: DejaVu Sans at ``scale`` (half size:
+        text about 19 px tall on a 1080x2400 screen)."""
+        return replace(self, font=DEJAVU_SANS, screenshot_scale=scale)
 
 
 def _keycode(key: int | str) -> int | None:
@@ -270,7 +299,9 @@ class SimDroid:
         self.faults.check_online(self.serial)
         corruption = self.faults.corruption()
         if self._png is None:
-            self._png = render_png(self.screen(), self.state, self.size, self.config.screenshot_scale)
+            self._png = render_png(
+                self.screen(), self.state, self.size, self.config.screenshot_scale, self.config.typeface
+            )
         if corruption == "truncated":
             return self._png[: len(self._png) // 2]
         if corruption is not None:

@@ -11,8 +11,10 @@ SEMI JOIN (SELECT episode_id, min(filename) AS filename FROM shard_rows GROUP BY
 
 -- The task family is `family` in every view, and `task_family` (the schema's name) too in `steps`
 -- and `episodes`, for queries written either way.
+-- Shards of schema 1.0 have no `observation`: their steps read the UI dump ('tree').
 CREATE OR REPLACE VIEW steps AS
-SELECT * EXCLUDE (filename), task_family AS family FROM step_rows;
+SELECT * EXCLUDE (filename) REPLACE (coalesce(observation, 'tree') AS observation), task_family AS family
+FROM step_rows;
 
 CREATE OR REPLACE VIEW episodes AS
 SELECT

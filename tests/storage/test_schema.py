@@ -9,6 +9,7 @@ import pytest
 
 from storage.schema import (
     COLUMN_NAMES,
+    SCHEMA_VERSION,
     SCHEMA_VERSION_KEY,
     STEP_SCHEMA,
     SchemaError,
@@ -28,7 +29,7 @@ def test_round_trip_keeps_version_metadata() -> None:
     sink = io.BytesIO()
     pq.write_table(table, sink)
     read = pq.read_table(io.BytesIO(sink.getvalue()))
-    assert check_schema_version(read.schema.metadata) == "1.0"
+    assert check_schema_version(read.schema.metadata) == SCHEMA_VERSION
     assert read.column_names == list(COLUMN_NAMES)
 
 

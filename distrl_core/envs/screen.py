@@ -1,0 +1,230 @@
+"""The screen-only observation: elements read from a screenshot by a text detector, not the UI dump.
+
+A phone's UI dump is often missing or useless (games, WebViews, canvas apps, a dump that times out
+while the screen animates), while the screenshot is always there. Under ``observation="screen"``
+an OCR model (``simulators.ocr``) reads text boxes from the screenshot and :func:`screen_elements`
+turns them into the same ``UIElement``s, so ``compact_tree`` writes the observation text every
+policy already reads. Every box is offered as tappable (a screenshot does not say what reacts to a
+tap), and a tap on element ``i`` is executed, and stored, as a tap on its box's centre
+(:func:`as_executed`): element numbers mean nothing to the device the screen was read from.
+
+This module is pure: boxes in, elements and actions out; reading the pixels is the caller's job.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from distrl_core.envs.action_rules import ActionKind
+from distrl_core.envs.actions import Action
+from distrl_core.envs.observation import Observation, UIElement, compact_tree
+
+__all__ = [
+    "OBSERVATION_KINDS",
+    "ObservationKind",
+    "ScreenConfig",
+    "TextBox",
+    "as_executed",
+    "find_text",
+    "observation_kind",
+    "respace",
+    "screen_elements",
+    "screen_observation",
+    "text_key",
+]
+
+ObservationKind = Literal["tree", "screen"]
+OBSERVATION_KINDS: tuple[ObservationKind, ...] = ("tree", "screen")
+OBSERVATION_KEY = "observation"  # the Observation.extras key naming the kind ("tree" when absent)
+CARET = "|"  # SimDroid draws a focused field's text caret as a bar, and an OCR reads it as one
+
+
+@dataclass(frozen=True, slots=True)
+class TextBox:
+    """One text line an OCR read: its text, confidence in [0, 1], and its axis-aligned box
+    ``(x1, y1, x2, y2)`` in screenshot pixels."""
+
+    text: str
+    score: float
+    box: tuple[float, float, float, float]
+
+
+@dataclass(frozen=True)
+class ScreenConfig:
+    """How OCR boxes become elements.
+
+    - ``min_score``: boxes read with less confidence are dropped (noise on icons and photos).
+    - ``status_bar``: boxes whose centre lies in this top fraction of the screen are dropped: the
+      status bar's clock and icons are on every screen and never what a task needs (Android's
+      bar is 24 dp, about 1/40 of a phone's height).
+    - ``max_elements``: at most this many boxes, top to bottom, keep a prompt bounded on busy
+      screens (a page of text can hold hundreds of lines).
+    """
+
+    min_score: float = 0.5
+    status_bar: float = 0.025
+    max_elements: int = 60
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.min_score <= 1.0 or not 0.0 <= self.status_bar < 1.0:
+            raise ValueError("ScreenConfig.min_score and status_bar are fractions in [0, 1]")
+        if self.max_elements < 1:
+            raise ValueError(f"ScreenConfig.max_elements must be >= 1, got {self.max_elements}")
+
+
+def respace(chars: Sequence[str], boxes: Sequence[tuple[float, float]], gap: float = 0.95) -> str:
+    """The text of one OCR line with its word spaces put back.
+
+    Recognition models trained mostly on Chinese drop many spaces of English text ("Topstories
+    thisweek"), which splits no word of a word-level tokenizer's vocabulary correctly. The
+    characters' horizontal spans (``(x1, x2)`` each) still show the gaps: a gap wider than ``gap``
+    times the median character width is a space. The spans come from the recogniser's decoding
+    columns, so gaps inside a word reach 0.9 of a character on SimDroid's screens (``W|eather``)
+    while a dropped space is about 1: only wide gaps count.
+    """
+    widths = [x2 - x1 for (x1, x2), c in zip(boxes, chars, strict=True) if c.strip() and x2 > x1]
+    if not widths:
+        return "".join(chars).strip()
+    limit = gap * statistics.median(widths)
+    out: list[str] = []
+    previous_end: float | None = None
+    for char, (x1, x2) in zip(chars, boxes, strict=True):
+        if not char.strip():
+            out.append(" ")
+            previous_end = None
+            continue
+        if previous_end is not None and x1 - previous_end > limit and out and out[-1] != " ":
+            out.append(" ")
+        out.append(char)
+        previous_end = x2
+    return " ".join("".join(out).split())
+
+
+def screen_elements(
+    boxes: Sequence[TextBox],
+    shot_size: tuple[int, int],
+    screen_size: tuple[int, int],
+    config: ScreenConfig = ScreenConfig(),
+) -> tuple[UIElement, ...]:
+    """Elements of the boxes, in reading order (top to bottom, then left to right), with bounds in
+    the screen's pixels (a screenshot may be smaller than the screen). A text that ends in the
+    caret is a focused text field (its text without the caret): the one state a screenshot shows
+    that the policies' candidate actions need (typing goes into a focused field)."""
+    sx = screen_size[0] / max(1, shot_size[0])
+    sy = screen_size[1] / max(1, shot_size[1])
+    kept: list[tuple[int, int, int, int, str, bool]] = []
+    for box in boxes:
+        text = " ".join(box.text.split())
+        if box.score < config.min_score or not text:
+            continue
+        x1, y1, x2, y2 = box.box
+        bounds = (
+            max(0, int(x1 * sx)),
+            max(0, int(y1 * sy)),
+            min(screen_size[0], int(x2 * sx) + 1),
+            min(screen_size[1], int(y2 * sy) + 1),
+        )
+        if bounds[2] <= bounds[0] or bounds[3] <= bounds[1]:
+            continue
+        if (bounds[1] + bounds[3]) / 2 < config.status_bar * screen_size[1]:
+            continue
+        focused = text.endswith(CARET)
+        kept.append((*bounds, text.removesuffix(CARET).rstrip(), focused))
+    elements: list[UIElement] = []
+    for x1, y1, x2, y2, text, focused in _reading_order(kept)[: config.max_elements]:
+        elements.append(
+            UIElement(
+                index=len(elements),
+                text=text,
+                class_name="android.widget.EditText" if focused else "android.widget.TextView",
+                bounds=(x1, y1, x2, y2),
+                clickable=True,
+                editable=focused,
+                focusable=focused,
+                focused=focused,
+            )
+        )
+    return tuple(elements)
+
+
+def _reading_order(
+    boxes: list[tuple[int, int, int, int, str, bool]],
+) -> list[tuple[int, int, int, int, str, bool]]:
+    """Lines top to bottom, each left to right: a box joins the line above when its vertical
+    centre lies within half that line's first box's height (labels of one row of icons differ by a
+    few pixels, which a plain sort by centre would shuffle)."""
+    lines: list[list[tuple[int, int, int, int, str, bool]]] = []
+    for box in sorted(boxes, key=lambda b: (b[1] + b[3], b[0])):
+        if lines:
+            first = lines[-1][0]
+            if abs((box[1] + box[3]) - (first[1] + first[3])) <= (first[3] - first[1]):
+                lines[-1].append(box)
+                continue
+        lines.append([box])
+    return [box for line in lines for box in sorted(line, key=lambda b: b[0])]
+
+
+def screen_observation(observation: Observation, elements: tuple[UIElement, ...]) -> Observation:
+    """``observation`` seen through the screen: its elements and text are the OCR's, the UI dump
+    is gone, and ``extras["observation"]`` says "screen"."""
+    return dataclasses.replace(
+        observation,
+        elements=elements,
+        ui_text=compact_tree(elements),
+        ui_xml="",
+        extras={**observation.extras, OBSERVATION_KEY: "screen"},
+    )
+
+
+def observation_kind(observation: Observation) -> ObservationKind:
+    """Which observation ``observation`` is: "screen" when built from the screenshot, else "tree"."""
+    return "screen" if observation.extras.get(OBSERVATION_KEY) == "screen" else "tree"
+
+
+def as_executed(action: Action, observation: Observation) -> Action:
+    """The action as the device gets it: under the screen observation an element tap (or long
+    press) is one on the element's box centre, normalized; anything else is unchanged. An index
+    past the elements stays as it is, for the environment to refuse as invalid."""
+    if (
+        observation_kind(observation) != "screen"
+        or action.kind not in (ActionKind.TAP, ActionKind.LONG_PRESS)
+        or action.index is None
+        or action.index >= len(observation.elements)
+    ):
+        return action
+    return Action(action.kind, point=observation.element_center_normalized(action.index))
+
+
+def text_key(text: str) -> str:
+    """``text`` as compared with what an OCR read: case-folded, letters and digits only (a reader
+    may drop or add spaces and read ``|``, ``~`` or ``…`` at a cut as anything)."""
+    return "".join(ch for ch in text.casefold() if ch.isalnum())
+
+
+def find_text(elements: Sequence[UIElement], text: str, cutoff: float = 0.8) -> int | None:
+    """The index of the element that reads ``text``: equal under ``text_key``, else the most similar
+    with a similarity of at least ``cutoff`` (difflib's ratio), else one whose text starts ``text``'s
+    where the screen cut it short (``Apex Tent Pro 2-pe~``); None when none does."""
+    want = text_key(text)
+    if not want:
+        return None
+    keys = [text_key(e.label) for e in elements]
+    for i, key in enumerate(keys):
+        if key == want:
+            return i
+    best, best_ratio = None, cutoff
+    for i, key in enumerate(keys):
+        ratio = difflib.SequenceMatcher(None, key, want).ratio() if key else 0.0
+        if ratio >= best_ratio:
+            best, best_ratio = i, ratio
+    if best is not None:
+        return best
+    for i, key in enumerate(keys):
+        if len(key) >= 4 and want.startswith(key[:-1] if len(key) > 4 else key):
+            return i
+    return None

@@ -1,0 +1,121 @@
+"""ScreenEnv: any environment (SimDroid, an ADB device) observed through its screenshot alone.
+
+Under ``observation="screen"`` the policy's elements come from an OCR of the screenshot
+(``distrl_core.envs.screen``), never from the UI dump; the wrapped environment still judges
+success from its own truth (SimDroid's state, ADB's checks). An element tap is sent to the device
+as a tap on its box's centre, so the device's own element numbering is never used.
+
+Example::
+
+    env = ScreenEnv(SimDroidEnv(SimDroidEnvConfig(device=SimDroidConfig().readable())), OcrReader())
+    observation = env.reset("general-train-0000")  # observation.ui_text: what the OCR read
+    env.step("tap(2)")  # taps the centre of the third box read
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+from distrl_core.envs.action_rules import ActionKind
+from distrl_core.envs.actions import Action, parse_action
+from distrl_core.envs.kinds import EnvKind
+from distrl_core.envs.observation import Observation
+from distrl_core.envs.protocol import Environment, StepResult, Task
+from distrl_core.envs.screen import ScreenConfig, as_executed, find_text, screen_elements, screen_observation
+from simulators.ocr import OcrReader
+from simulators.sim_env import SimDroidEnvConfig
+from simulators.simdroid.device import SimDroid
+
+__all__ = ["ScreenEnv", "on_screen", "readable_sim_config", "screen_envs"]
+
+
+class ScreenEnv:
+    """The ``Environment`` protocol over ``env``, with observations read from its screenshots.
+
+    The wrapped environment must capture screenshots (``SimDroidEnvConfig.screenshots``,
+    ``AdbEnvConfig.screenshots``); SimDroid's must be drawn readable (``SimDroidConfig.readable``).
+    Attributes the wrapper does not define (``task``, ``device``, ``history``...) are the wrapped
+    environment's.
+    """
+
+    kind: ClassVar[EnvKind]  # set per instance from the wrapped environment
+
+    def __init__(
+        self,
+        env: Environment,
+        reader: OcrReader,
+        config: ScreenConfig | None = None,
+        *,
+        keep_screenshots: bool = True,
+    ) -> None:
+        self.env = env
+        self.reader = reader
+        self.config = config or ScreenConfig()
+        # The OCR needs the screenshot; the shards need it only when asked for (kilobytes a step).
+        self.keep_screenshots = keep_screenshots
+        self.kind = env.kind  # type: ignore[misc]  # per instance: a wrapper takes its device's kind
+        self._last: Observation | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.env, name)
+
+    @property
+    def serial(self) -> str | None:
+        return self.env.serial
+
+    def _read(self, observation: Observation) -> Observation:
+        png = observation.screenshot_png
+        if png is None:
+            raise ValueError(
+                f"{type(self.env).__name__} {self.serial} captured no screenshot; the screen "
+                "observation needs one (its config's `screenshots=True`)"
+            )
+        boxes, shot_size = self.reader.read(png)
+        elements = screen_elements(boxes, shot_size, observation.screen_size, self.config)
+        self._last = screen_observation(observation, elements)
+        if not self.keep_screenshots:
+            return dataclasses.replace(self._last, screenshot_png=None)
+        return self._last
+
+    def reset(self, task: Task | str, seed: int | None = None) -> Observation:
+        return self._read(self.env.reset(task, seed=seed))
+
+    def step(self, action: Action | str) -> StepResult:
+        if isinstance(action, str):
+            action = parse_action(action)
+        if self._last is not None:  # an element number means a box of the last screen read
+            action = as_executed(action, self._last)
+        result = self.env.step(action)
+        return StepResult(
+            self._read(result.observation), result.reward, result.done, result.info, result.truncated
+        )
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def screen_envs(envs: list[Environment], reader: OcrReader, config: ScreenConfig | None = None) -> list[Any]:
+    """Each of ``envs`` observed through the screen, sharing one OCR model."""
+    return [ScreenEnv(env, reader, config) for env in envs]
+
+
+def readable_sim_config(config: SimDroidEnvConfig) -> SimDroidEnvConfig:
+    """``config`` capturing the screenshots the screen observation reads: drawn readable
+    (``SimDroidConfig.readable``) unless a font is already chosen."""
+    device = config.device if config.device.font else config.device.readable()
+    return dataclasses.replace(config, screenshots=True, device=device)
+
+
+def on_screen(action: Action, truth: SimDroid, observation: Observation) -> Action:
+    """A SimDroid element tap (``action``, numbered in ``truth``'s element list) as the element of
+    the screen observation that reads the same text: how the scripted expert acts from screenshots
+    (tests, ``bench/ocr_screens.py``). Other actions, point taps included, are unchanged; an element
+    the OCR did not read becomes an invalid action saying so, never the truth's coordinates."""
+    if action.kind not in (ActionKind.TAP, ActionKind.LONG_PRESS) or action.index is None:
+        return action
+    label = truth.elements()[action.index].label
+    found = find_text(observation.elements, label)
+    if found is None:
+        return Action.invalid(str(action), f"no element of the screen reads {label!r}")
+    return Action(action.kind, index=found)

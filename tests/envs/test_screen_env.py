@@ -1,0 +1,154 @@
+"""The screen-only observation end to end with the real OCR model (rapidocr-onnxruntime, installed
+by `make pretrained-deps`, which `make test` runs): SimDroid screens read back, episodes solved
+from screenshots alone on SimDroid and over the fake ADB server's `exec-out screencap -p`, and the
+rows they store (observation "screen", element taps as points the learner maps back)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from distrl_core.envs.observation import Observation
+from distrl_core.envs.protocol import Environment
+from distrl_core.envs.screen import find_text
+from distrl_core.learner.batch import StepBatch
+from distrl_core.policy.types import ActOutput
+from simulators.adb.config import AdbEnvConfig
+from simulators.adb.env import simdroid_success_check, simdroid_task_loader
+from simulators.factory import make_env
+from simulators.fake_adb import FakeAdbServer
+from simulators.ocr import ocr_missing_reason
+from simulators.rollout import RolloutConfig, run_episodes
+from simulators.screen_env import ScreenEnv, on_screen
+from simulators.sim_env import SimDroidEnvConfig
+from simulators.simdroid.device import SimDroid, SimDroidConfig
+from simulators.simdroid.expert import expert_action
+from simulators.simdroid.render import DEJAVU_SANS
+from simulators.simdroid.tasks import get_task, load_tasks
+from storage.schema import steps_to_table
+
+
+def _missing() -> str | None:
+    if not Path(DEJAVU_SANS).is_file():
+        return f"{DEJAVU_SANS} is not installed (`make system-deps`: apt-get install fonts-dejavu-core)"
+    return ocr_missing_reason()
+
+
+pytestmark = pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
+
+
+def _first(family: str, split: str, kind: str) -> str:
+    return next(t.task_id for t in load_tasks(family, split) if t.kind == kind)
+
+
+# An app (on the launcher's second page), a setting screens deep, a search typed into a focused
+# field, and a shop's product added to the cart.
+TASKS = [
+    _first("general", "train", "open_app"),
+    _first("general", "test", "toggle_setting"),
+    _first("general", "train", "web_search"),
+    _first("webshop", "test", "shop_add_to_cart"),
+]
+
+
+def _screen_expert(truth: Callable[[Environment], SimDroid]) -> Callable[..., list[ActOutput]]:
+    """The scripted expert acting through the OCR's elements only (``on_screen``)."""
+
+    def act(envs: list[Any], observations: list[Observation]) -> list[ActOutput]:
+        outputs = []
+        for env, observation in zip(envs, observations, strict=True):
+            phone = truth(env)
+            action = on_screen(expert_action(phone, env.task), phone, observation)
+            outputs.append(ActOutput(str(action), action, 0.0, 0, 0.0, 0.0))
+        return outputs
+
+    return act
+
+
+def test_simdroid_screens_are_read_back_by_the_ocr() -> None:
+    env = make_env(SimDroidEnvConfig(observation="screen", screenshots=False, seed=3, serial="sim-screen"))
+    assert isinstance(env, ScreenEnv)
+    observation = env.reset("general-train-0000", seed=1)
+    truth = env.device.elements()
+    readable = [e for e in truth if e.label and e.class_name.endswith("TextView")]
+    assert observation.extras["observation"] == "screen" and observation.ui_xml == ""
+    assert observation.screenshot_png is None  # the OCR read it; the config did not ask to keep it
+    found = [find_text(observation.elements, e.label) for e in readable]
+    assert None not in found, [e.label for e, f in zip(readable, found, strict=True) if f is None]
+    for element, index in zip(readable, found, strict=True):
+        assert index is not None
+        x, y = observation.elements[index].center
+        x1, y1, x2, y2 = element.bounds
+        assert x1 <= x < x2 and y1 <= y < y2, (element.label, observation.elements[index])
+
+
+def test_the_expert_solves_tasks_from_screenshots_and_its_rows_train(make_policy) -> None:
+    config = RolloutConfig(
+        env=SimDroidEnvConfig(observation="screen", screenshots=False, ui_xml=False),
+        parallel_envs=len(TASKS),
+        seed=5,
+    )
+    result = run_episodes(_screen_expert(lambda env: env.device), TASKS, config)
+    assert [e.success for e in result.episodes] == [True] * len(TASKS), result.episodes
+    table = steps_to_table(result.rows)  # the schema takes them
+    assert set(table.column("observation").to_pylist()) == {"screen"}
+    actions = table.column("action").to_pylist()
+    assert any(a.startswith("tap(0.") for a in actions) and not any(
+        a in ("tap(0)", "tap(1)") for a in actions
+    )
+    assert any(a.startswith("type(") for a in actions)
+    # The learner scores every stored point tap as the element tap it lands on.
+    batch = StepBatch.from_rows(result.rows)
+    out = make_policy().evaluate(batch)
+    assert bool(out.known[batch.mask].all())
+
+
+def test_one_episode_from_screenshots_over_the_fake_adb_server(
+    start_fake_adb: Callable[..., FakeAdbServer],
+) -> None:
+    # A 540x1200 phone drawn readable: `exec-out screencap -p` is all the policy's elements come from.
+    server = start_fake_adb(devices=1, screen_scale=0.5, simdroid=SimDroidConfig(font=DEJAVU_SANS))
+    env = make_env(
+        AdbEnvConfig(
+            port=server.port,
+            serial="emulator-5554",
+            observation="screen",
+            screenshots=False,
+            settle_delay_s=0.0,
+            retry_delay_s=0.0,
+            step_timeout_s=10.0,
+            task_loader=simdroid_task_loader,
+            success_check=simdroid_success_check,
+        )
+    )
+    assert isinstance(env, ScreenEnv) and env.kind == "adb"
+    device = server.device("emulator-5554")
+
+    def truth(_: Environment) -> SimDroid:
+        return device.phone  # type: ignore[no-any-return]
+
+    def act(envs: list[Any], observations: list[Observation]) -> list[ActOutput]:
+        with device.lock:  # the oracle reads the phone; nobody else may change it meanwhile
+            return _screen_expert(truth)(envs, observations)
+
+    task = get_task(TASKS[1])  # a setting: the launcher, Settings, its page, the switch
+    result = run_episodes(act, [task], RolloutConfig(parallel_envs=1, seed=2), envs=[env])
+    (episode,) = result.episodes
+    assert episode.success and episode.steps >= 2, result.rows
+    rows = result.rows
+    assert {r["env_kind"] for r in rows} == {"adb"} and {r["observation"] for r in rows} == {"screen"}
+    assert all(r["screenshot_png"] is None for r in rows)  # not asked to keep them
+    assert all("(" in r["observation_text"] for r in rows)  # elements with bounds, read by the OCR
+    steps_to_table(rows)
+
+
+def test_reading_order_and_element_numbering_do_not_depend_on_the_previous_screen() -> None:
+    rng = random.Random(0)
+    env = make_env(SimDroidEnvConfig(observation="screen", serial="sim-order"))
+    first = env.reset("general-train-0000", seed=rng.getrandbits(31)).ui_text
+    env.step("key(HOME)")
+    assert env.reset("general-train-0000", seed=rng.getrandbits(31)).ui_text == first
