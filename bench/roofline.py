@@ -4,7 +4,8 @@
    threads, the best of ``--repeats`` (the machine is shared: the load average is recorded).
 2. per base: the acting step (one observation, candidates scored; with the encoder's frozen-state
    cache cold and warm), and one learner update (``Learner.update``, A-RIDE) on 16 trajectories of
-   the noisy expert's demonstrations: seconds (median of ``--repeats``), updates per minute, the
+   the noisy expert's demonstrations: seconds (median of ``--repeats``; ``update_cpu_s``: the
+   process's CPU seconds, what the update needs on a shared machine), updates per minute, the
    FLOPs of the update (``torch.utils.flop_counter.FlopCounterMode``, forward and backward; it counts
    matmuls and attention, which dominate), and the achieved GFLOP/s as a share of the peak; for an
    encoder base also the update with its frozen-state cache emptied first (``update_cold_*``).
@@ -83,6 +84,17 @@ def _config(base: str, seed: int):
     return PolicyConfig(base=resolve_base("smollm2"), lora=LoraSettings(), seed=seed, device="cpu")
 
 
+def _median_cpu_time(fn, repeats: int) -> float:
+    """Median CPU seconds of the process per call: on a machine shared with other work, what a call
+    itself needs, where wall-clock seconds also count the time other processes held the cores."""
+    times = []
+    for _ in range(repeats):
+        started = time.process_time()
+        fn()
+        times.append(time.process_time() - started)
+    return statistics.median(times)
+
+
 def _median_time(fn, repeats: int) -> float:
     times = []
     for _ in range(repeats):
@@ -135,6 +147,7 @@ def measure_base(base: str, threads: int, repeats: int, peak: float, seed: int =
     result |= {
         "update_steps": len(rows),
         "update_s": seconds,
+        "update_cpu_s": _median_cpu_time(lambda: learner.update(batch), repeats),
         "updates_per_min": 60 / seconds,
         "update_gflop": flops / 1e9,
         "achieved_gflops": flops / seconds / 1e9,
