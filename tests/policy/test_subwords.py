@@ -114,9 +114,10 @@ def test_the_policy_embeds_the_table_frozen_and_its_config_is_checked(encoder_di
     trained = Policy.create(_small_config(encoder_dir, train_embeddings=True))
     assert any(p is trained.model.get_input_embeddings().weight for p in trained.actor_parameters())
     with pytest.raises(ValueError, match="hidden_size"):
+        wide = TinyModelConfig(hidden_size=80, num_heads=2)  # wider than the encoder's 72
         Policy.create(
-            PolicyConfig(device="cpu", subwords=SubwordSettings(source=str(encoder_dir)))
-        )  # 64 > 24
+            PolicyConfig(device="cpu", tiny=wide, subwords=SubwordSettings(source=str(encoder_dir)))
+        )
     with pytest.raises(ValueError, match="base=None"):
         PolicyConfig(base=str(encoder_dir), subwords=SubwordSettings(source=str(encoder_dir)))
     with pytest.raises(ValueError, match="leave it empty"):
