@@ -176,12 +176,15 @@ def _row(counter: S3Counter, phase: str, seconds: dict[str, float], shape: dict,
     }
 
 
-def measure(store_uri: str, counter: S3Counter, read_path: str, tag: str, shape: dict) -> dict:
+def measure(
+    store_uri: str, counter: S3Counter, read_path: str, tag: str, shape: dict, queries: list[str]
+) -> dict:
     from storage.sql_views import open_sql
     from storage.store import open_store
 
     rows = {}
-    for query, statement in QUERIES.items():
+    for query in queries:
+        statement = QUERIES[query]
         phase, seconds = f"{tag}:{read_path}:{query}", dict[str, float]()
         counter.phase = f"{phase}:open"
         started = time.perf_counter()
@@ -241,8 +244,13 @@ def main() -> None:
     parser.add_argument("--httpfs-python", help="a Python with duckdb==1.4.4 and duckdb-ext-httpfs")
     parser.add_argument("--paths", default=",".join(READ_PATHS), help="read paths, comma-separated")
     parser.add_argument("--queries", help="names of QUERIES to run, comma-separated (default: all)")
+    parser.add_argument(
+        "--paired", action="store_true", help="the read paths back to back per query (timing: less drift)"
+    )
     parser.add_argument("--out", default="sql_s3_reads")
     args = parser.parse_args()
+    if args.paired and args.httpfs_python:
+        parser.error("--paired times the in-process read paths; leave out --httpfs-python")
     started = time.monotonic()
     paths = tuple(args.paths.split(",")) + (("duckdb_httpfs",) if args.httpfs_python else ())
     if args.queries:  # a timing run of a few queries: more rounds in the same minutes
@@ -268,17 +276,19 @@ def main() -> None:
         for round_ in range(args.rounds):
             order = paths if round_ % 2 == 0 else paths[::-1]  # alternate: neither path always runs warm
             for label, store in stores.items():
-                for read_path in order:
-                    tag = f"{round_}:{label}"
+                tag = f"{round_}:{label}"
+                batches = [[q] for q in QUERIES] if args.paired else [list(QUERIES)]
+                for batch, read_path in ((b, p) for b in batches for p in order):
                     if read_path == "duckdb_httpfs":
                         queries = measure_httpfs(args.httpfs_python, store["uri"], counter, tag, store)
                     else:
-                        queries = measure(store["uri"], counter, read_path, tag, store)
+                        queries = measure(store["uri"], counter, read_path, tag, store, batch)
                     runs.append({"round": round_, "store": label, "read_path": read_path, "queries": queries})
     command = (
         f"nice -n 10 .venv/bin/python -m bench.sql_s3_reads --shards {args.shards} --seed {args.seed}"
         f" --rounds {args.rounds} --paths {args.paths}"
         + (f" --queries '{args.queries}'" if args.queries else "")
+        + (" --paired" if args.paired else "")
         + (f" --out {args.out}" if args.out != "sql_s3_reads" else "")
     )
     document = {
