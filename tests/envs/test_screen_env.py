@@ -152,3 +152,23 @@ def test_reading_order_and_element_numbering_do_not_depend_on_the_previous_scree
     first = env.reset("general-train-0000", seed=rng.getrandbits(31)).ui_text
     env.step("key(HOME)")
     assert env.reset("general-train-0000", seed=rng.getrandbits(31)).ui_text == first
+
+
+def test_the_evaluation_plays_screen_observed_episodes_under_a_protocol_of_its_own() -> None:
+    from simulators.evaluation import estimate_success
+    from tasks.evaluator import EvaluatorParams
+
+    seen: set[object] = set()
+    expert = _screen_expert(lambda env: env.device)
+
+    def act(envs: list[Any], observations: list[Observation]) -> list[ActOutput]:
+        seen.update(o.extras.get("observation") for o in observations)
+        return expert(envs, observations)
+
+    env = SimDroidEnvConfig(observation="screen", screenshots=False, ui_xml=False)
+    tasks = [get_task(TASKS[0]), get_task(TASKS[2])]
+    estimate = estimate_success(act, tasks, env, episodes_per_task=1, parallel=2)
+    assert (estimate.success, estimate.episodes, seen) == (1.0, 2, {"screen"})
+    tree, screen = EvaluatorParams(), EvaluatorParams(observation="screen")
+    assert screen.protocol == tree.protocol + ":screen"  # scores pair only with their own kind
+    assert screen.evaluation_args()["observation"] == "screen"
