@@ -51,6 +51,11 @@ class WarmStartConfig:
       ``lr`` on the whole batch at once; a pretrained base trains its LoRA adapter at 2e-4, the
       heads at ``lr``, and accumulates gradients over micro-batches of trajectories so that the
       memory of a step stays bounded however large ``batch_size`` and the prompts are.
+    - ``distill_weight``: weight of the distillation loss (``policy.distill``): the tiny model's
+      pooled instruction state, through a learned linear map, pulled towards the frozen encoder's
+      sentence embedding of the instruction (cosine distance). 0 (the default): none. Needs a policy
+      on an encoder's sub-words (``PolicyConfig.subwords``, base "tiny-minilm"), whose encoder gives
+      the targets, trained on whole batches (no micro-batching).
     """
 
     family: str | None = "general"
@@ -68,6 +73,7 @@ class WarmStartConfig:
     backbone_lr: float | None = None
     micro_batch_size: int | None = None
     max_micro_batch_tokens: int | None = None
+    distill_weight: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.noise <= 1.0:
@@ -80,6 +86,10 @@ class WarmStartConfig:
             raise ValueError(
                 f"WarmStartConfig.split must be one of {TRAIN_SETS} (demonstrations never come from "
                 f"held-out tasks), got {self.split!r}"
+            )
+        if not self.distill_weight >= 0:
+            raise ValueError(
+                f"WarmStartConfig.distill_weight must be >= 0 (0: none), got {self.distill_weight}"
             )
         for name in ("backbone_lr", "micro_batch_size", "max_micro_batch_tokens"):
             if getattr(self, name) is not None and not getattr(self, name) > 0:
@@ -117,6 +127,9 @@ def supervised_warm_start(
     torch.manual_seed(config.seed)  # word dropout draws from torch's global generator
     optimizer = warm_start_optimizer(policy, config)
     micro = warm_start_micro_batching(policy, config)
+    distill = _distillation(policy, config, micro is not None)
+    if distill is not None:
+        optimizer.add_param_group({"params": list(distill.projection.parameters()), "lr": config.lr})
     history = []
     policy.train()
     with policy.with_word_dropout(config.entity_dropout, config.word_dropout, config.phrasing_dropout):
@@ -125,7 +138,9 @@ def supervised_warm_start(
             trajectories = [episodes[key] for key in chosen]
             optimizer.zero_grad(set_to_none=True)
             if micro is None:  # the tiny default: one graph over the whole batch
-                metrics = _sft_backward(policy, [row for rows in trajectories for row in rows])
+                metrics = _sft_backward(
+                    policy, [row for rows in trajectories for row in rows], distill=distill
+                )
             else:
                 metrics = _sft_backward_accumulated(policy, trajectories, *micro)
             optimizer.step()
@@ -150,20 +165,27 @@ def warm_start_micro_batching(policy: Policy, config: WarmStartConfig) -> tuple[
     return size or config.batch_size, tokens
 
 
-def _sft_backward(policy: Policy, rows: list[dict[str, Any]], accumulate: bool = False) -> dict[str, float]:
-    """Backward of −mean log π over ``rows`` (of the demonstrated actions the policy can express);
-    with ``accumulate`` the backward is of the sum, and the caller divides by the batch's count."""
+def _sft_backward(
+    policy: Policy, rows: list[dict[str, Any]], accumulate: bool = False, distill: Distillation | None = None
+) -> dict[str, float]:
+    """Backward of −mean log π over ``rows`` (of the demonstrated actions the policy can express),
+    plus the weighted distillation loss when given; with ``accumulate`` the backward is of the sum,
+    and the caller divides by the batch's count."""
     batch = StepBatch.from_rows(rows).to(policy.device)
     out = policy.evaluate(batch)
     usable = batch.mask & out.known
     if not accumulate:
         nll = -masked_mean(out.logp, usable)
-        nll.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
+        total, extra = nll, {}
+        if distill is not None:
+            extra["distill"] = distill.loss(policy, batch.steps)
+            total = nll + distill.weight * extra["distill"]
+        total.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         return {
             "nll": float(nll.detach()),
             "entropy": float(masked_mean(out.entropy.detach(), batch.mask)),
             "known_fraction": float(usable.sum()) / max(int(batch.mask.sum()), 1),
-        }
+        } | {name: float(value.detach()) for name, value in extra.items()}
     nll_sum = -torch.where(usable, out.logp, torch.zeros_like(out.logp)).sum()
     nll_sum.backward()  # type: ignore[no-untyped-call]
     return {
@@ -172,6 +194,43 @@ def _sft_backward(policy: Policy, rows: list[dict[str, Any]], accumulate: bool =
         "usable": float(usable.sum()),
         "steps": float(batch.mask.sum()),
     }
+
+
+@dataclass
+class Distillation:
+    """The warm start's distillation: the encoder's cached sentence targets, the learned map from
+    the tiny model's width to the encoder's, and the loss's weight."""
+
+    targets: Any  # policy.distill.SentenceTargets
+    projection: torch.nn.Linear
+    weight: float
+
+    def loss(self, policy: Policy, steps: Sequence[Any]) -> torch.Tensor:
+        """The cosine distance over the batch's distinct instructions (each counted once)."""
+        from distrl_core.policy.distill import distill_loss, instruction_states
+
+        first = {s.instruction: s for s in steps}  # one step per instruction: its prefix is the same
+        encoded = [policy.encode(s.instruction, s.observation_text, s.history) for s in first.values()]
+        student = instruction_states(policy.parts(), encoded)  # (B, D)
+        return distill_loss(student, self.projection, self.targets(list(first)).to(student.device))
+
+
+def _distillation(policy: Policy, config: WarmStartConfig, micro_batched: bool) -> Distillation | None:
+    if config.distill_weight == 0:
+        return None
+    if policy.config.subwords is None or micro_batched:
+        raise ValueError(
+            "WarmStartConfig.distill_weight needs a tiny policy on an encoder's sub-words (base 'tiny-minilm', "
+            "PolicyConfig.subwords), trained on whole batches: set distill_weight=0 for this policy"
+        )
+    from distrl_core.policy.distill import SentenceTargets
+
+    targets = SentenceTargets(policy.config.subwords.source)
+    width = targets.compute(["task"]).shape[-1]
+    with torch.random.fork_rng(devices=[]):  # the map's draws leave the run's random stream as it was
+        torch.manual_seed(config.seed + 3)
+        projection = torch.nn.Linear(policy.config.tiny.hidden_size, width).to(policy.device)
+    return Distillation(targets, projection, config.distill_weight)
 
 
 def _prompt_tokens(policy: Policy, rows: list[dict[str, Any]]) -> int:

@@ -22,7 +22,15 @@ from distrl_core.policy.prompt import EncodedStep
 from distrl_core.policy.tokenizer import FLAG_INSTRUCTION, FLAG_INSTRUCTION_MATCHED, FLAG_MATCH
 from distrl_core.policy.types import ActOutput, StepInput
 
-__all__ = ["ScoredSteps", "act_scoring", "dropout_token_id", "evaluate_scoring", "score_steps"]
+__all__ = [
+    "ScoredSteps",
+    "act_scoring",
+    "dropout_token_id",
+    "evaluate_scoring",
+    "hidden_states",
+    "pad_rows",
+    "score_steps",
+]
 
 
 @dataclass
@@ -117,6 +125,11 @@ def _hidden_states(
     hidden: torch.Tensor = output.hidden_states[-1]
     return hidden
 
+
+# The forward and the padding the scores use, for a loss that reads the same states
+# (policy.distill, the warm start's distillation).
+hidden_states = _hidden_states
+pad_rows = _pad
 
 # Prompts per forward pass when scoring many steps (the learner's batches). Steps are sorted by
 # prompt length and forwarded in chunks of this size, each padded only to its own longest prompt:
