@@ -5,7 +5,9 @@ Part 1, ``--screens N`` (1,000 by default): SimDroid screens visited by the nois
 launchers, settings pages, the clock, the browser, shops, dialogs and focused fields all appear),
 drawn readable (``SimDroidConfig.readable``: DejaVu Sans, half-size screenshots). Each screenshot
 is read by the OCR (``simulators.ocr``) into elements (``distrl_core.envs.screen``) and compared
-with the screen's truth, its UI-dump elements that draw text:
+with the screen's truth, its UI-dump elements that draw text, each with the text it draws (an
+unfocused text field shows what its widget holds, e.g. the browser bar's page address, where the
+dump holds the text last typed into it: ``drawn_fields``):
 
 - **recall**: truth elements an OCR element reads (``text_key`` equal, else difflib ratio >= 0.8,
   else the prefix of a label the screen cut short), matched one to one, the nearest first;
@@ -18,7 +20,8 @@ OCR and are counted apart (``textless``).
 
 Part 2, ``--acting-steps N`` (200): the cost of one step (the policy's act plus the environment's
 step and observation) with a fresh tiny policy, one environment, the tree observation against the
-screen one, on the same tasks and seeds. Load is recorded before and after (``machine()``).
+screen one (with the OCR's cache of recurring screens, as configured by default, and without), on
+the same tasks and seeds. Load is recorded before and after (``machine()``).
 
 Run: ``nice -n 5 python -m bench.ocr_screens [--screens 1000] [--acting-steps 200] [--out NAME]``;
 writes ``bench/results/ocr_screens.json``.
@@ -39,7 +42,7 @@ from distrl_core.envs.observation import UIElement
 from distrl_core.envs.screen import screen_elements, text_key
 from simulators.ocr import OcrConfig, OcrReader
 from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
-from simulators.simdroid.device import SimDroidConfig
+from simulators.simdroid.device import SimDroid, SimDroidConfig
 from simulators.simdroid.expert import expert_action
 from simulators.simdroid.tasks import load_tasks
 
@@ -47,12 +50,21 @@ NOISE = 0.3
 SIMILARITY = 0.8
 
 
-def readable_truth(elements: tuple[UIElement, ...]) -> tuple[list[tuple[UIElement, str]], int]:
-    """(element, the text SimDroid draws for it) of the elements that draw text, and how many do not."""
+def readable_truth(
+    elements: tuple[UIElement, ...], drawn: dict[tuple[int, int, int, int], str] | None = None
+) -> tuple[list[tuple[UIElement, str]], int]:
+    """(element, the text SimDroid draws for it) of the elements that draw text, and how many do not.
+
+    ``drawn``: what an unfocused text field shows, by its bounds, where that is not its dump text:
+    SimDroid's browser bar shows the page's address (``shopmart.com/cart``) and a shop's search
+    field its hint while the dump holds the text last typed into them."""
     readable, textless = [], 0
     for element in elements:
+        shown = (drawn or {}).get(element.bounds) if element.editable and not element.focused else None
         if element.class_name.endswith("SeekBar"):
             textless += 1  # a slider draws a track, not its percentage
+        elif shown:
+            readable.append((element, shown))
         elif element.text:
             readable.append((element, element.text))
         elif element.editable and element.content_desc:
@@ -62,15 +74,24 @@ def readable_truth(elements: tuple[UIElement, ...]) -> tuple[list[tuple[UIElemen
     return readable, textless
 
 
-def _similar(read: str, truth: str) -> bool:
+def drawn_fields(device: SimDroid) -> dict[tuple[int, int, int, int], str]:
+    """What each unfocused text field of the device's screen shows (``render._draw_field``)."""
+    return {w.bounds: w.text or w.content_desc for w in device.screen().widgets if w.field is not None}
+
+
+def _similarity(read: str, truth: str) -> int | None:
+    """How well an OCR text reads a truth text: 0 equal (``text_key``), 1 similar, 2 the start of a
+    label the screen cut short ("Apex Tent Pro 2-pe~"), None not at all."""
     import difflib
 
     a, b = text_key(read), text_key(truth)
     if not a or not b:
-        return False
-    if a == b or difflib.SequenceMatcher(None, a, b).ratio() >= SIMILARITY:
-        return True
-    return len(a) >= 4 and b.startswith(a[:-1])  # cut short on screen ("Apex Tent Pro 2-pe~")
+        return None
+    if a == b:
+        return 0
+    if difflib.SequenceMatcher(None, a, b).ratio() >= SIMILARITY:
+        return 1
+    return 2 if len(a) >= 4 and b.startswith(a[:-1]) else None
 
 
 @dataclass
@@ -93,18 +114,20 @@ class Match:
 
 
 def match_screen(truth: list[tuple[UIElement, str]], read: tuple[UIElement, ...]) -> list[Match]:
-    """One OCR element per truth element at most: the nearest of those that read its text."""
+    """One OCR element per truth element at most: the best reading first (equal, then similar, then
+    a cut-short start), the nearest among equals."""
     pairs = []
     for t, (element, text) in enumerate(truth):
         cx, cy = element.center
         for r, candidate in enumerate(read):
-            if _similar(candidate.text, text):
+            tier = _similarity(candidate.text, text)
+            if tier is not None:
                 rx, ry = candidate.center
-                pairs.append(((rx - cx) ** 2 + (ry - cy) ** 2, t, r))
+                pairs.append((tier, (rx - cx) ** 2 + (ry - cy) ** 2, t, r))
     matches = [Match(element, text, None) for element, text in truth]
     used_t: set[int] = set()
     used_r: set[int] = set()
-    for _, t, r in sorted(pairs):
+    for _, _, t, r in sorted(pairs):
         if t not in used_t and r not in used_r:
             matches[t].read = read[r]
             used_t.add(t)
@@ -112,14 +135,18 @@ def match_screen(truth: list[tuple[UIElement, str]], read: tuple[UIElement, ...]
     return matches
 
 
-def screens(count: int, seed: int) -> list[tuple[tuple[UIElement, ...], bytes, tuple[int, int]]]:
-    """``count`` screens (truth elements, readable screenshot, screen size) the noisy expert visits."""
+Screen = tuple[list[tuple[UIElement, str]], int, bytes, tuple[int, int]]
+
+
+def screens(count: int, seed: int) -> list[Screen]:
+    """``count`` screens the noisy expert visits: (truth elements with the text each draws, textless
+    elements, the readable screenshot, the screen size)."""
     device = SimDroidConfig(distractor_prob=0.1, seed=seed).readable()
     env = SimDroidEnv(SimDroidEnvConfig(device=device, screenshots=True, ui_xml=False, seed=seed))
     tasks = load_tasks(None, "train") + load_tasks(None, "test")
     random.Random(seed).shuffle(tasks)
     rng = random.Random(seed)
-    out: list[tuple[tuple[UIElement, ...], bytes, tuple[int, int]]] = []
+    out: list[Screen] = []
     episode = 0
     while len(out) < count:
         task = tasks[episode % len(tasks)]
@@ -128,7 +155,8 @@ def screens(count: int, seed: int) -> list[tuple[tuple[UIElement, ...], bytes, t
         done = False
         while len(out) < count:
             assert observation.screenshot_png is not None
-            out.append((observation.elements, observation.screenshot_png, observation.screen_size))
+            truth, textless = readable_truth(observation.elements, drawn_fields(env.device))
+            out.append((truth, textless, observation.screenshot_png, observation.screen_size))
             if done:
                 break
             result = env.step(expert_action(env, task, noise=NOISE, rng=rng))
@@ -141,19 +169,18 @@ def ocr_accuracy(
 ) -> dict[str, Any]:
     """Part 1; ``progress`` gets the summary so far every 100 screens (a long run on a loaded
     machine leaves its partial figures behind if it is stopped)."""
-    reader = OcrReader(OcrConfig())
-    reader.read(screens(1, seed + 1)[0][1])  # load the models outside the measurement
+    reader = OcrReader(OcrConfig(cache_screens=0))  # every screen read afresh: its true cost
+    reader.read(screens(1, seed + 1)[0][2])  # load the models outside the measurement
     matches: list[Match] = []
     textless = extra = 0
     seconds: list[float] = []
     misses: dict[str, int] = {}
     examples: list[dict[str, Any]] = []
-    for done, (truth_elements, png, size) in enumerate(screens(count, seed), start=1):
+    for done, (truth, no_text, png, size) in enumerate(screens(count, seed), start=1):
         started = time.perf_counter()
         boxes, shot = reader.read(png)
         read = screen_elements(boxes, shot, size)
         seconds.append(time.perf_counter() - started)
-        truth, no_text = readable_truth(truth_elements)
         textless += no_text
         screen_matches = match_screen(truth, read)
         matches += screen_matches
@@ -206,13 +233,17 @@ def acting_cost(steps: int, seed: int) -> dict[str, Any]:
 
     from distrl_core.policy import Policy, PolicyConfig, default_tokenizer
     from simulators.factory import make_env
+    from simulators.screen_env import ScreenEnv
 
     torch.set_num_threads(1)
     policy = Policy.create(PolicyConfig(device="cpu"), tokenizer=default_tokenizer())
     tasks = load_tasks("general", "test")
     result: dict[str, Any] = {}
-    for observation in ("tree", "screen"):
+    for mode in ("tree", "screen", "screen_uncached"):
+        observation = "tree" if mode == "tree" else "screen"
         env = make_env(SimDroidEnvConfig(screenshots=False, ui_xml=False, seed=seed, observation=observation))
+        if mode == "screen_uncached":  # every screen read afresh, as if none recurred
+            env = ScreenEnv(env.env, OcrReader(OcrConfig(cache_screens=0)), keep_screenshots=False)
         torch.manual_seed(seed)
         times: list[float] = []
         episode = 0
@@ -226,14 +257,15 @@ def acting_cost(steps: int, seed: int) -> dict[str, Any]:
             if step.done:
                 episode += 1
                 current = env.reset(tasks[episode % len(tasks)], seed=seed + episode)
-        result[observation] = {
+        result[mode] = {
             "steps": len(times),
             "ms_per_step_mean": round(1000 * statistics.fmean(times), 1),
             "ms_per_step_p50": round(1000 * (percentile(times, 50) or 0), 1),
         }
-    result["screen_over_tree"] = round(
-        result["screen"]["ms_per_step_mean"] / result["tree"]["ms_per_step_mean"], 1
-    )
+    for mode in ("screen", "screen_uncached"):
+        result[f"{mode}_over_tree"] = round(
+            result[mode]["ms_per_step_mean"] / result["tree"]["ms_per_step_mean"], 1
+        )
     return result
 
 
@@ -245,7 +277,12 @@ def main() -> None:
     parser.add_argument("--out", default="ocr_screens", help="result name under bench/results/")
     args = parser.parse_args()
     document: dict[str, Any] = {"bench": "ocr_screens", "machine_before": machine(), "seed": args.seed}
-    document["settings"] = {"ocr": vars(OcrConfig()), "device": "SimDroidConfig().readable()", "noise": NOISE}
+    document["settings"] = {
+        "ocr": vars(OcrConfig()),
+        "device": "SimDroidConfig().readable()",
+        "noise": NOISE,
+        "part_1_cache_screens": 0,
+    }
     started = time.perf_counter()
     if args.screens:
 

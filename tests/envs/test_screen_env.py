@@ -172,3 +172,19 @@ def test_the_evaluation_plays_screen_observed_episodes_under_a_protocol_of_its_o
     tree, screen = EvaluatorParams(), EvaluatorParams(observation="screen")
     assert screen.protocol == tree.protocol + ":screen"  # scores pair only with their own kind
     assert screen.evaluation_args()["observation"] == "screen"
+
+
+def test_a_screen_read_again_comes_from_the_cache_unchanged() -> None:
+    from simulators.ocr import OcrConfig, OcrReader
+
+    env = make_env(SimDroidEnvConfig(screenshots=True, device=SimDroidConfig().readable()))
+    png = env.reset(TASKS[0], seed=1).screenshot_png
+    assert png is not None
+    reader, uncached = OcrReader(OcrConfig(cache_screens=1)), OcrReader(OcrConfig(cache_screens=0))
+    first = reader.read(png)
+    assert reader.read(png) == first == uncached.read(png)
+    assert len(reader._cache) == 1 and len(uncached._cache) == 0
+    second = env.step("swipe(left)").observation.screenshot_png  # the launcher's second page
+    assert second is not None and second != png
+    assert reader.read(second) != first
+    assert len(reader._cache) == 1  # the oldest reading made way
