@@ -39,7 +39,7 @@ from typing import Any
 
 from bench._common import machine, percentile, write_result
 from distrl_core.envs.observation import UIElement
-from distrl_core.envs.screen import screen_elements, text_key
+from distrl_core.envs.screen import ObservationKind, screen_elements, text_key
 from simulators.ocr import OcrConfig, OcrReader
 from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
 from simulators.simdroid.device import SimDroid, SimDroidConfig
@@ -240,9 +240,9 @@ def acting_cost(steps: int, seed: int) -> dict[str, Any]:
     tasks = load_tasks("general", "test")
     result: dict[str, Any] = {}
     for mode in ("tree", "screen", "screen_uncached"):
-        observation = "tree" if mode == "tree" else "screen"
+        observation: ObservationKind = "tree" if mode == "tree" else "screen"
         env = make_env(SimDroidEnvConfig(screenshots=False, ui_xml=False, seed=seed, observation=observation))
-        if mode == "screen_uncached":  # every screen read afresh, as if none recurred
+        if isinstance(env, ScreenEnv) and mode == "screen_uncached":  # every screen read afresh
             env = ScreenEnv(env.env, OcrReader(OcrConfig(cache_screens=0)), keep_screenshots=False)
         torch.manual_seed(seed)
         times: list[float] = []
