@@ -83,11 +83,18 @@ format: venv
 	$(BIN)/ruff check --fix --exit-zero .
 	$(BIN)/ruff format .
 
+# Two pytest-xdist workers: a large share of the suite waits on servers, subprocesses and sockets,
+# and the other worker uses the core meanwhile (docs/performance.md, "The test suite"). Files are
+# handed out one at a time, the slow ones first; tests/conftest.py sets the groups and the order.
+# PYTEST_WORKERS=0 runs the suite in this process, one test after another.
+PYTEST_WORKERS ?= 2
+PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup
+
 test: venv system-deps browser-deps postgres-deps pretrained-deps lint
-	$(BIN)/python -m pytest -q --durations=30
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) --durations=30
 
 test-fast: venv
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) -m "not slow"
 
 demo: venv
 	$(BIN)/distrl demo

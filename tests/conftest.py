@@ -63,3 +63,24 @@ def sim_rows(tokenizer):
     """Rows of 4 real episodes, one of them from the held-out split."""
     tasks = ["general-train-0000", "general-train-0040", "webshop-train-0100", "general-test-0060"]
     return _rollout_rows(tokenizer, tasks, seed=3)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order and group the suite for `make test`'s two pytest-xdist workers (`--dist loadgroup`).
+
+    - The slow tests go first, the real multi-process runs (`integration`, minutes each) first of
+      all, so that the short ones fill the gaps at the end instead of one worker finishing a long
+      run alone.
+    - A file's tests run on one worker, so a module-scoped fixture (a server stack, a trained
+      policy) is built once, as in a serial run.
+    - The tests that build network namespaces share one worker, one after another: each picks the
+      first free private subnet when it starts, so two at once could pick the same one.
+    """
+
+    def rank(item: pytest.Item) -> tuple[bool, bool]:
+        return item.get_closest_marker("slow") is None, item.get_closest_marker("integration") is None
+
+    items.sort(key=rank)  # stable: file order within a rank
+    for item in items:
+        group = "netns" if item.get_closest_marker("netns") is not None else item.nodeid.partition("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
