@@ -2,7 +2,7 @@
 in one run, over shards with a screenshot per step and over the same episodes without:
 
 - `duckdb_s3fs`: DuckDB reading the shards itself through the registered s3fs filesystem, footers
-  checked through s3fs (`open_sql` without `RangedShards`: the read path that issue 47 measured);
+  checked through s3fs (`open_sql` without `RangedShards`: the read path of the ~98 % figure);
 - `ranges_before`: pyarrow byte ranges as at commit fcc79ce: each footer from the shard's last 64 KiB,
   a scan's ranges merged across gaps of up to 8 KiB (pyarrow's default), a kept range reused only
   when it holds a whole read (its three settings restored in `_before`);
