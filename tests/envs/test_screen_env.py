@@ -5,7 +5,6 @@ rows they store (observation "screen", element taps as points the learner maps b
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -86,6 +85,7 @@ def test_simdroid_screens_are_read_back_by_the_ocr() -> None:
         assert x1 <= x < x2 and y1 <= y < y2, (element.label, observation.elements[index])
 
 
+@pytest.mark.slow  # four episodes, every step read by the OCR (~0.65 s of CPU each)
 def test_the_expert_solves_tasks_from_screenshots_and_its_rows_train(make_policy) -> None:
     config = RolloutConfig(
         env=SimDroidEnvConfig(observation="screen", screenshots=False, ui_xml=False),
@@ -107,6 +107,7 @@ def test_the_expert_solves_tasks_from_screenshots_and_its_rows_train(make_policy
     assert bool(out.known[batch.mask].all())
 
 
+@pytest.mark.slow  # an episode over the fake ADB server, every step read by the OCR
 def test_one_episode_from_screenshots_over_the_fake_adb_server(
     start_fake_adb: Callable[..., FakeAdbServer],
 ) -> None:
@@ -146,14 +147,7 @@ def test_one_episode_from_screenshots_over_the_fake_adb_server(
     steps_to_table(rows)
 
 
-def test_reading_order_and_element_numbering_do_not_depend_on_the_previous_screen() -> None:
-    rng = random.Random(0)
-    env = make_env(SimDroidEnvConfig(observation="screen", serial="sim-order"))
-    first = env.reset("general-train-0000", seed=rng.getrandbits(31)).ui_text
-    env.step("key(HOME)")
-    assert env.reset("general-train-0000", seed=rng.getrandbits(31)).ui_text == first
-
-
+@pytest.mark.slow  # two episodes, every step read by the OCR
 def test_the_evaluation_plays_screen_observed_episodes_under_a_protocol_of_its_own() -> None:
     from simulators.evaluation import estimate_success
     from tasks.evaluator import EvaluatorParams
