@@ -16,6 +16,9 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     # The harness's SQLite API answers 503 ("database is locked") when the machine is loaded and
     # several flow runs write at once; the client retries 503 with exponential backoff, so give it
     # more tries than the default 5 before a test fails on an infrastructure hiccup.
+    from tests.prefect_services import forget_prefect_workers
+
+    forget_prefect_workers()  # none may still point at another server this process talked to
     with (
         temporary_settings({PREFECT_CLIENT_MAX_RETRIES: 9}),
         prefect_test_harness(server_startup_timeout=180),

@@ -15,6 +15,7 @@ import pytest
 
 from ops.cli_flows import environment_kept
 from ops.up import Stack, UpConfig
+from tests.prefect_services import forget_prefect_workers
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -37,8 +38,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 @contextlib.contextmanager
 def client_env(stack: Stack) -> Iterator[None]:
-    """This process as one more machine of the setup (for `distrl sql` and the registry)."""
+    """This process as one more machine of the setup (for `distrl sql` and the registry); Prefect's
+    event and log workers of this process follow it to the stack's server and are dropped after."""
     with environment_kept():
         os.environ.update(stack.client_env())
         os.environ["DISTRL_MLFLOW_CACHE_DIR"] = str(stack.run_dir / "test-cache")
-        yield
+        forget_prefect_workers()
+        try:
+            yield
+        finally:
+            forget_prefect_workers()

@@ -16,6 +16,7 @@ import pytest
 
 from ops.up import Stack, UpConfig, read_deployments, work_pools
 from tests.integration.conftest import REPO, client_env
+from tests.prefect_services import forget_prefect_workers
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(420)]
 
@@ -178,8 +179,10 @@ def test_the_heldout_curve_artifact_reads_whole_and_links_mlflow(ui_stack: Stack
             version = registry.publish(path, run_id=learner)
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
+        forget_prefect_workers()
         with temporary_settings({PREFECT_API_URL: ui_stack.prefect_api_url}):
             _record([_report(version, "0110")], training_run=learner)
+        forget_prefect_workers()
 
     page = browser.new_page(viewport={"width": 1600, "height": 1000})
     page.goto(ui_stack.url("prefect") + "/artifacts/key/heldout-learning-curve")
