@@ -1,7 +1,8 @@
-"""Prefect's test harness (one temporary API for the session) and an embedded home per test."""
+"""Prefect's test harness (one temporary API for the session), an embedded home per test and a demo's folder."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,3 +35,22 @@ def embedded_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefect_api: 
     monkeypatch.setenv("DISTRL_MLFLOW_CACHE_DIR", str(tmp_path / "policy-cache"))
     monkeypatch.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     return tmp_path
+
+
+@pytest.fixture
+def demo_root(tmp_path: Path, prefect_api: None) -> Iterator[Path]:
+    """The demo's own folder as its store, MLflow database and policy cache; the environment that
+    `run_demo` sets for itself is put back afterwards."""
+    root = tmp_path / "demo"
+    saved = dict(os.environ)
+    os.environ.update(
+        DISTRL_STORE_URI=str(root / "store"),
+        DISTRL_MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}",
+        DISTRL_MLFLOW_CACHE_DIR=str(root / "policy-cache"),
+        MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false",
+    )
+    try:
+        yield root
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)

@@ -3,8 +3,6 @@ with the tiny model on an encoder's sub-words, and every version they load is th
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,25 +10,6 @@ import pytest
 from storage.replay_config import ReplaySettings
 from tasks.learner import LearnerParams
 from tests.policy.subword_encoder import write_small_encoder
-
-
-@pytest.fixture
-def demo_root(tmp_path: Path, prefect_api: None) -> Iterator[Path]:
-    """The demo's own folder as its store, MLflow database and policy cache; the environment that
-    `run_demo` sets for itself is put back afterwards."""
-    root = tmp_path / "demo"
-    saved = dict(os.environ)
-    os.environ.update(
-        DISTRL_STORE_URI=str(root / "store"),
-        DISTRL_MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}",
-        DISTRL_MLFLOW_CACHE_DIR=str(root / "policy-cache"),
-        MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false",
-    )
-    try:
-        yield root
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 @pytest.mark.slow

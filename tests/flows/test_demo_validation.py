@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -54,25 +52,6 @@ def test_validation_mode_refuses_an_evaluator_that_scores_another_split() -> Non
     # without validation a selection would be ignored and test scored: refused instead
     with pytest.raises(ValueError, match="applies only to a validation run"):
         TrainLocalParams(validation_split="validation_unseen")
-
-
-@pytest.fixture
-def demo_root(tmp_path: Path, prefect_api: None) -> Iterator[Path]:
-    """The demo's own folder as its store, MLflow database and policy cache; the environment that
-    `run_demo` sets for itself is put back afterwards."""
-    root = tmp_path / "demo"
-    saved = dict(os.environ)
-    os.environ.update(
-        DISTRL_STORE_URI=str(root / "store"),
-        DISTRL_MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}",
-        DISTRL_MLFLOW_CACHE_DIR=str(root / "policy-cache"),
-        MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false",
-    )
-    try:
-        yield root
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 @pytest.mark.slow
