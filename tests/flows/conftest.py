@@ -54,3 +54,32 @@ def demo_root(tmp_path: Path, prefect_api: None) -> Iterator[Path]:
     finally:
         os.environ.clear()
         os.environ.update(saved)
+
+
+def small_validation_demo(selection: str, **overrides: object) -> object:
+    """The smallest demo that still runs every role in validation mode: two collectors, five
+    warm-start updates, four learner updates, one held-out episode per task, all in this process
+    (where a test's spies see what it loads)."""
+    from flows.train_local_params import TrainLocalParams, heldout_split
+    from storage.replay_config import ReplaySettings
+    from tasks.evaluator import EvaluatorParams
+    from tasks.learner import LearnerParams
+
+    return TrainLocalParams(
+        validation=True,
+        validation_split=selection,
+        collectors=2,
+        envs_per_collector=4,
+        minutes=3.0,  # a ceiling: the run ends when the learner has done max_updates
+        warm_start_updates=5,
+        step_latency_s=0.02,
+        learner=LearnerParams(updates_per_block=2, publish_every_updates=2, batch_size=4, max_updates=4),
+        replay=ReplaySettings(min_size_steps=20, samples_per_insert=None),
+        evaluator_process=False,
+        evaluator=EvaluatorParams(
+            split=heldout_split(TrainLocalParams(validation=True, validation_split=selection)),
+            episodes_per_task=1,
+            poll_seconds=1.0,
+        ),
+        **overrides,
+    )

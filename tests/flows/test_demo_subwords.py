@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from storage.replay_config import ReplaySettings
-from tasks.learner import LearnerParams
+from tests.flows.conftest import small_validation_demo
 from tests.policy.subword_encoder import write_small_encoder
 
 
@@ -18,33 +17,14 @@ def test_a_tiny_minilm_demo_trains_and_publishes_sub_word_versions(
     demo_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from distrl_core.policy import load_policy, pretrained
-    from flows.train_local_params import TrainLocalParams, heldout_split
     from ops.demo import run_demo
     from storage.registry import PolicyRegistry
-    from tasks.evaluator import EvaluatorParams
 
     encoder = write_small_encoder(tmp_path / "encoder", seed=0)
     prepared = pretrained.ConvertedModel(encoder, encoder, False, 0)
     monkeypatch.setitem(pretrained.PACKAGED_BASES, "minilm", lambda: prepared)  # stands for MiniLM
     selection = "validation_unseen"
-    params = TrainLocalParams(
-        base="tiny-minilm",
-        validation=True,
-        validation_split=selection,
-        collectors=2,
-        envs_per_collector=4,
-        minutes=3.0,  # a ceiling: the run ends when the learner has done max_updates
-        warm_start_updates=5,
-        step_latency_s=0.02,
-        learner=LearnerParams(updates_per_block=2, publish_every_updates=2, batch_size=4, max_updates=4),
-        replay=ReplaySettings(min_size_steps=20, samples_per_insert=None),
-        evaluator_process=False,
-        evaluator=EvaluatorParams(
-            split=heldout_split(TrainLocalParams(validation=True, validation_split=selection)),
-            episodes_per_task=1,
-            poll_seconds=1.0,
-        ),
-    )
+    params = small_validation_demo(selection, base="tiny-minilm")
     summary = run_demo(params, root=str(demo_root))
 
     assert summary["final_version"] > 1

@@ -15,8 +15,7 @@ import pytest
 import simulators.simdroid.tasks as simdroid_tasks
 from ops.cli_flows import _demo_options, _train_local_options
 from simulators.simdroid.tasks import load_tasks
-from storage.replay_config import ReplaySettings
-from tasks.learner import LearnerParams
+from tests.flows.conftest import small_validation_demo
 
 
 def test_the_cli_offers_validation_for_the_demo_and_train_local() -> None:
@@ -67,11 +66,9 @@ def test_a_validation_demo_never_loads_the_test_split(
     fit: str,
 ) -> None:
     import flows.train_local  # noqa: F401 — imports every module that loads tasks before the spy
-    from flows.train_local_params import TrainLocalParams, heldout_split
     from ops.demo import run_demo
     from storage.sql_views import open_sql
     from storage.store import open_store
-    from tasks.evaluator import EvaluatorParams
 
     asked: list[str | None] = []
     real = simdroid_tasks.load_tasks
@@ -93,24 +90,7 @@ def test_a_validation_demo_never_loads_the_test_split(
     for module in holders:
         monkeypatch.setattr(module, "load_tasks", load_tasks_but_test)
 
-    params = TrainLocalParams(
-        validation=True,
-        validation_split=selection,
-        collectors=2,
-        envs_per_collector=4,
-        minutes=3.0,  # a ceiling: the run ends when the learner has done max_updates
-        warm_start_updates=5,
-        step_latency_s=0.02,
-        learner=LearnerParams(updates_per_block=2, publish_every_updates=2, batch_size=4, max_updates=4),
-        replay=ReplaySettings(min_size_steps=20, samples_per_insert=None),
-        evaluator_process=False,  # in this process, where the spy sees what it loads
-        # one episode per task keeps the test short; the split is the one validation mode picks
-        evaluator=EvaluatorParams(
-            split=heldout_split(TrainLocalParams(validation=True, validation_split=selection)),
-            episodes_per_task=1,
-            poll_seconds=1.0,
-        ),
-    )
+    params = small_validation_demo(selection)
     summary = run_demo(params, root=str(demo_root))
 
     assert {fit, selection} <= set(asked) and "test" not in asked
