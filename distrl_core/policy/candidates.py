@@ -7,7 +7,9 @@ screenshot, no randomness. :func:`build_candidates` is that function. It offers
 - a tap on every element that can be acted on (static labels stay in the prompt as context only),
 - for sliders, a tap at each percentage the instruction mentions,
 - when a text field is focused, a type action per instruction span (quoted strings, web addresses,
-  the hour and the minute of a time, or the words after "search for" when nothing is quoted),
+  the hour and the minute of a time, or, when nothing is quoted, the search query or product the
+  words name; ``typing_spans`` reads those as people write them: "wake me at 6.30", "google best
+  ramen in tokyo", "buy a yoga mat on trendbay"),
 - the keys BACK, HOME and ENTER, the four direction swipes, and ``status(complete)``.
 
 Every candidate carries ``text``: what the model reads. A tap names the element (class, label,
@@ -22,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from distrl_core.envs.actions import Action, ActionKind, format_action, parse_action, to_pixels
+from distrl_core.policy.typing_spans import address_guesses, free_time, query_spans
 
 __all__ = [
     "Candidate",
@@ -38,13 +41,12 @@ _LINE = re.compile(
     r'^\[(?P<index>\d+)\] (?P<cls>\S+) "(?P<label>[^"]*)"(?P<flags>(?: [a-z]+)*)'
     r"(?: \((?P<x1>-?\d+),(?P<y1>-?\d+),(?P<x2>-?\d+),(?P<y2>-?\d+)\))?$"
 )
-_QUOTED = re.compile(r'"([^"]+)"')
+# Double quotes, or single quotes that open after a space and close before one ("google 'x y'";
+# never the apostrophe of "jupiter's").
+_QUOTED = re.compile(r"\"([^\"]+)\"|(?:^|(?<=\s))'([^']+)'(?=[\s,.?!;:]|$)")
 _ADDRESS = re.compile(r"\b(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,}\b", re.IGNORECASE)
 _TIME = re.compile(r"\b(\d{1,2}):(\d{2})(?:\s*([ap])\.?m\b\.?)?", re.IGNORECASE)
 _PERCENT = re.compile(r"\b(\d{1,3})\s*(?:%|percent\b)", re.IGNORECASE)
-_UNQUOTED_QUERY = re.compile(
-    r"\b(?:search(?: the web)? for|look up|google|find)\s+([^,.;:!?\"]+)", re.IGNORECASE
-)
 _SLIDER_CLASSES = ("SeekBar", "Slider")
 KEYS = ("BACK", "HOME", "ENTER")
 SWIPES = ("up", "down", "left", "right")
@@ -109,26 +111,28 @@ def parse_compact_tree(ui_text: str) -> list[ScreenLine]:
 def instruction_spans(instruction: str) -> list[tuple[str, str]]:
     """(kind, text) spans of the instruction that are worth typing, in order, without duplicates.
 
-    Kinds: ``text`` (quoted), ``address`` (a web address such as shopmart.com), ``hour`` and
-    ``minute`` (of a time, the hour in 24-hour form), ``query`` (words after "search for" and the
-    like, only when nothing is quoted).
+    Kinds: ``text`` (quoted), ``address`` (a web address such as shopmart.com, or ``name.com`` for
+    a site named without one), ``hour`` and ``minute`` (of a time, the hour in 24-hour form: every
+    h:mm time, then the first time written any other way), ``query`` (a search query or product,
+    only when nothing is quoted: ``typing_spans.query_spans``).
     """
     spans: list[tuple[str, str]] = []
-    quoted = _QUOTED.findall(instruction)
+    quoted = [a or b for a, b in _QUOTED.findall(instruction)]
     spans += [("text", q.strip()) for q in quoted if q.strip()]
     unquoted = _QUOTED.sub(" ", instruction)
     spans += [("address", m.group(0).lower()) for m in _ADDRESS.finditer(unquoted)]
+    spans += [("address", guess) for guess in address_guesses(unquoted)]
     for hour_text, minute_text, half in _TIME.findall(unquoted):
         hour, minute = int(hour_text), int(minute_text)
         if half:
             hour = hour % 12 + (12 if half.lower() == "p" else 0)
         if hour < 24 and minute < 60:
             spans += [("hour", str(hour)), ("minute", str(minute))]
+    time = free_time(unquoted)
+    if time is not None:
+        spans += [("hour", str(time[0])), ("minute", str(time[1]))]
     if not quoted:
-        for match in _UNQUOTED_QUERY.finditer(unquoted):
-            words = match.group(1).strip()
-            if words and not _ADDRESS.fullmatch(words):
-                spans.append(("query", words))
+        spans += [("query", q) for q in query_spans(unquoted) if not _ADDRESS.fullmatch(q)]
     seen: set[str] = set()
     unique = []
     for kind, text in spans:
