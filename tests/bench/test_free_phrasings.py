@@ -1,7 +1,9 @@
 """bench.free_phrasings: its phrasings file is checked line by line, its arithmetic per kind is
 right, and the file never reaches training: the warm start's demonstrations, the vocabularies'
 corpora and files, and every split are built here and hold none of its texts, and no code but the
-bench and the parser's tests names the file."""
+bench and the parser's tests names the file. The development phrasings that typing candidates are
+tuned on (bench/typing_candidates.py) are kept from training the same way, and share no text with
+the held-back file."""
 
 from __future__ import annotations
 
@@ -11,11 +13,18 @@ from pathlib import Path
 import pytest
 
 from bench.free_phrasings import DATA, Phrasing, load_phrasings, parser_agreement, summarise
+from bench.typing_candidates import DEV
 from simulators.simdroid.free_task import make_task
 
 ROOT = Path(__file__).resolve().parents[2]
 # The only code that may name the phrasings file (docs and results may).
-READERS = {"bench/free_phrasings.py", "tests/bench/test_free_phrasings.py", "tests/envs/test_free_text.py"}
+READERS = {
+    "bench/free_phrasings.py",
+    "bench/typing_candidates.py",
+    "tests/bench/test_free_phrasings.py",
+    "tests/bench/test_typing_candidates.py",
+    "tests/envs/test_free_text.py",
+}
 _SKIP_DIRS = {
     ".git",
     ".venv",
@@ -28,8 +37,8 @@ _SKIP_DIRS = {
 }
 
 
-def _phrasings() -> list[Phrasing]:
-    return load_phrasings(DATA.read_text(encoding="utf-8").splitlines())
+def _phrasings(path: Path = DATA) -> list[Phrasing]:
+    return load_phrasings(path.read_text(encoding="utf-8").splitlines(), str(path))
 
 
 def _mentions(texts: list[str], phrasings: list[Phrasing]) -> list[str]:
@@ -95,6 +104,11 @@ def test_parser_agreement_lists_what_it_misread():
     assert agreement["misread"][0]["text"] == "open maps now" and "Maps" in agreement["misread"][0]["read"]
 
 
+def test_the_development_phrasings_share_no_text_with_the_held_back_ones():
+    shared = _mentions([p.text for p in _phrasings(DEV)], _phrasings())
+    assert not shared, shared  # only the shared texts in the message, never the held-back file's
+
+
 def test_no_phrasing_reaches_the_warm_start_the_vocabularies_or_any_split():
     from distrl_core.envs.protocol import FAMILIES
     from distrl_core.policy.tokenizer import split_words
@@ -103,10 +117,10 @@ def test_no_phrasing_reaches_the_warm_start_the_vocabularies_or_any_split():
     from simulators.simdroid.tasks import SPLIT_CHOICES, load_tasks
     from simulators.warm_start import TRAIN_SETS, WarmStartConfig, collect_demonstrations
 
-    phrasings = _phrasings()
+    # Both files: the held-back phrasings, and the development ones typing candidates are tuned on.
+    sets = {"held back": _phrasings(), "development": _phrasings(DEV)}
     # Every split and selection, both families.
     instructions = [t.instruction for split in SPLIT_CHOICES for t in load_tasks(split=split)]
-    assert not _mentions(instructions, phrasings)
     # The warm start's demonstrations, both families, on train (every other set it may learn from
     # is carved from train's tasks) ...
     assert all(
@@ -115,18 +129,20 @@ def test_no_phrasing_reaches_the_warm_start_the_vocabularies_or_any_split():
     )
     rows = collect_demonstrations(WarmStartConfig(family=None, split="train")).rows
     assert {r["task_family"] for r in rows} == set(FAMILIES)
-    assert not _mentions(sorted({r["instruction"] for r in rows}), phrasings)
+    demonstrated = sorted({r["instruction"] for r in rows})
     # ... and the text the tiny tokenizer's vocabularies are built from (train holds every fit set).
     corpus = [text for split in ("train", "test") for text in simdroid_corpus(split)]
-    assert not _mentions(corpus, phrasings)
-    # The vocabulary files lack the words only the phrasings hold ("louvre", "sourdough", ...).
-    only_here = {w for p in phrasings for w in split_words(p.text)} - {
-        w for t in corpus for w in split_words(t)
-    }
-    assert len(only_here) >= 20
-    for split in CORPUS_SPLITS:
-        vocabulary = set(vocabulary_path(split).read_text(encoding="utf-8").split())
-        assert not only_here & vocabulary, split
+    corpus_words = {w for t in corpus for w in split_words(t)}
+    vocabularies = {s: set(vocabulary_path(s).read_text(encoding="utf-8").split()) for s in CORPUS_SPLITS}
+    for name, phrasings in sets.items():
+        for texts in (instructions, demonstrated, corpus):
+            found = _mentions(texts, phrasings)
+            assert not found, (name, found)
+        # The vocabulary files lack the words only the phrasings hold ("louvre", "sourdough", ...).
+        only_here = {w for p in phrasings for w in split_words(p.text)} - corpus_words
+        assert len(only_here) >= 20, name
+        for split, vocabulary in vocabularies.items():
+            assert not only_here & vocabulary, (name, split)
 
 
 def test_only_the_bench_and_the_parser_tests_name_the_file():
