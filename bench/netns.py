@@ -14,18 +14,36 @@ Needs root (CAP_NET_ADMIN) and iproute2; `unavailable()` says why not, for a tes
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import ipaddress
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 OPERATOR_HOST = 254  # the root namespace's address on the bridge: .254 of the subnet
 AUTO_POOL = ipaddress.IPv4Network("10.77.0.0/16")  # where an automatic subnet is taken from, a /24 each
+# One lock for every network of this machine (root makes them all, so a fixed path serves everyone).
+LOCK_FILE = Path("/run/lock" if os.path.isdir("/run/lock") else tempfile.gettempdir()) / "distrl-netns.lock"
+
+
+@contextlib.contextmanager
+def subnet_lock() -> Iterator[None]:
+    """Held from reading the routes until the chosen subnet is routed (its bridge up): two networks
+    coming up side by side (pytest-xdist workers, two benches) would otherwise both see the same /24
+    free and take it."""
+    with LOCK_FILE.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -110,22 +128,9 @@ class Network:
         self.down()
 
     def up(self) -> Network:
-        routes = _ip("-4", "route", "show").stdout.splitlines()
-        if self.auto_subnet:
-            free = first_free_subnet(routes)
-            if free is None:
-                raise RuntimeError(f"every /24 of {AUTO_POOL} is already routed here; give one (--subnet)")
-            self._address(free)
-        clash = route_overlapping(routes, self.subnet)
-        if clash is not None:
-            raise RuntimeError(
-                f"subnet {self.subnet} is already routed here ({clash!r}); choose another (--subnet), "
-                "or leave it out to take a free one"
-            )
         try:
-            _ip("link", "add", self.bridge, "type", "bridge")
-            _ip("addr", "add", f"{self.operator_address}/{self.subnet.prefixlen}", "dev", self.bridge)
-            _ip("link", "set", self.bridge, "up")
+            with subnet_lock():
+                self._claim_subnet()
             for host in self.hosts.values():
                 _ip("netns", "add", host.netns)
                 _ip("link", "add", host.cable, "type", "veth", "peer", "name", "eth0", "netns", host.netns)
@@ -138,6 +143,25 @@ class Network:
             self.down()
             raise
         return self
+
+    def _claim_subnet(self) -> None:
+        """Choose the subnet (a free one, or check the one given) and route it: the bridge with the
+        operator's address, up. Called under `subnet_lock`."""
+        routes = _ip("-4", "route", "show").stdout.splitlines()
+        if self.auto_subnet:
+            free = first_free_subnet(routes)
+            if free is None:
+                raise RuntimeError(f"every /24 of {AUTO_POOL} is already routed here; give one (--subnet)")
+            self._address(free)
+        clash = route_overlapping(routes, self.subnet)
+        if clash is not None:
+            raise RuntimeError(
+                f"subnet {self.subnet} is already routed here ({clash!r}); choose another (--subnet), "
+                "or leave it out to take a free one"
+            )
+        _ip("link", "add", self.bridge, "type", "bridge")
+        _ip("addr", "add", f"{self.operator_address}/{self.subnet.prefixlen}", "dev", self.bridge)
+        _ip("link", "set", self.bridge, "up")
 
     def argv(self, host: str, argv: Sequence[str]) -> list[str]:
         """`argv` as a process of `host`: in its network namespace, under its own host name."""

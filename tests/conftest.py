@@ -73,8 +73,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
       run alone.
     - A file's tests run on one worker, so a module-scoped fixture (a server stack, a trained
       policy) is built once, as in a serial run.
-    - The tests that build network namespaces share one worker, one after another: each picks the
-      first free private subnet when it starts, so two at once could pick the same one.
+    - The tests that build network namespaces run side by side like any other: each takes its
+      subnet under `bench.netns.subnet_lock`, so two never pick the same one.
     """
 
     def rank(item: pytest.Item) -> tuple[bool, bool]:
@@ -82,5 +82,4 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     items.sort(key=rank)  # stable: file order within a rank
     for item in items:
-        group = "netns" if item.get_closest_marker("netns") is not None else item.nodeid.partition("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+        item.add_marker(pytest.mark.xdist_group(item.nodeid.partition("::")[0]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import subprocess
+import threading
 import uuid
 
 import pytest
@@ -38,16 +39,17 @@ def test_a_bridge_left_behind_on_the_default_subnet_does_not_block_a_new_network
     reason = netns.unavailable()
     if reason is not None:
         pytest.skip(f"network namespaces unavailable: {reason}")
-    routes = subprocess.run(["ip", "-4", "route", "show"], capture_output=True, text=True, check=True).stdout
-    squatted = netns.first_free_subnet(routes.splitlines())
-    assert squatted is not None
     stale = f"drstale{uuid.uuid4().hex[:4]}"  # what a run killed before its clean-up leaves
-    subprocess.run(["ip", "link", "add", stale, "type", "bridge"], check=True)
-    try:
+    with netns.subnet_lock():  # another test's network may be coming up meanwhile
+        routes = subprocess.run(["ip", "-4", "route", "show"], capture_output=True, text=True, check=True)
+        squatted = netns.first_free_subnet(routes.stdout.splitlines())
+        assert squatted is not None
+        subprocess.run(["ip", "link", "add", stale, "type", "bridge"], check=True)
         subprocess.run(
             ["ip", "addr", "add", f"{squatted.network_address + 254}/24", "dev", stale], check=True
         )
         subprocess.run(["ip", "link", "set", stale, "up"], check=True)
+    try:
         with pytest.raises(RuntimeError, match="already routed"):
             netns.Network(["a"], str(squatted)).up()
         with netns.Network(["a", "b"]) as net:
@@ -57,3 +59,36 @@ def test_a_bridge_left_behind_on_the_default_subnet_does_not_block_a_new_network
         assert net.bridge not in subprocess.run(["ip", "link"], capture_output=True, text=True).stdout
     finally:
         subprocess.run(["ip", "link", "del", stale], check=False)
+
+
+@pytest.mark.netns
+def test_networks_coming_up_side_by_side_take_different_subnets() -> None:
+    reason = netns.unavailable()
+    if reason is not None:
+        pytest.skip(f"network namespaces unavailable: {reason}")
+    networks = [netns.Network([f"h{i}"]) for i in range(4)]
+    barrier = threading.Barrier(len(networks))
+    errors: list[BaseException] = []
+
+    def up(network: netns.Network) -> None:
+        barrier.wait()  # all read the routes at once: without the lock they would all see one /24 free
+        try:
+            network.up()
+        except BaseException as error:  # reported below, in the test's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=up, args=(network,)) for network in networks]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not errors, errors
+        subnets = [network.subnet for network in networks]
+        assert len(set(subnets)) == len(networks), subnets
+        for network in networks:  # each host reaches its own operator address
+            host = network.hosts[network.names[0]]
+            assert host.address in network.output(network.names[0], ["ip", "-4", "addr", "show", "eth0"])
+    finally:
+        for network in networks:
+            network.down()
