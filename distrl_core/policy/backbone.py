@@ -30,6 +30,7 @@ __all__ = [
     "build_tiny_model",
     "hash_checkpoint_files",
     "hash_state_dict",
+    "language_model_linears",
     "load_full_weights",
     "load_pretrained",
     "resolve_checkpoint_dir",
@@ -230,14 +231,31 @@ def load_full_weights(config: PolicyConfig, directory: Path) -> nn.Module:
     return loader.from_pretrained(directory)
 
 
+def language_model_linears(model: nn.Module) -> list[str]:
+    """Full names of the linear layers of a vision-language model's text decoder (its
+    ``get_decoder()``): where "all-linear" LoRA goes on such a base. PEFT's own "all-linear" would
+    also adapt the vision tower and the projector, which the policy's text loss barely trains and
+    which differ between families (Gemma 3's SigLIP tower, Idefics3's connector)."""
+    decoder = hf(model).get_decoder()
+    prefix = next(name for name, module in model.named_modules() if module is decoder)
+    return [
+        f"{prefix}.{name}"
+        for name, module in decoder.named_modules()
+        if isinstance(module, nn.Linear) and name  # the decoder's own layers, never the LM head
+    ]
+
+
 def apply_lora(model: nn.Module, settings: LoraSettings) -> nn.Module:
     from peft import LoraConfig, get_peft_model
 
+    targets = settings.target_modules
+    if targets == "all-linear" and getattr(getattr(model, "config", None), "vision_config", None) is not None:
+        targets = language_model_linears(model)
     lora = LoraConfig(
         r=settings.r,
         lora_alpha=settings.alpha,
         lora_dropout=settings.dropout,
-        target_modules=settings.target_modules,
+        target_modules=targets,
         task_type="CAUSAL_LM",
     )
     return get_peft_model(model, lora)

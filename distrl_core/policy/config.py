@@ -61,7 +61,9 @@ class LoraSettings:
     """PEFT LoRA on top of a pretrained base (``PolicyConfig.base``); the base stays frozen.
 
     - ``r``/``alpha``/``dropout``: LoRA rank, scaling numerator, dropout on the adapter input.
-    - ``target_modules``: module names to adapt; "all-linear" lets PEFT pick every linear layer.
+    - ``target_modules``: module names to adapt; "all-linear" lets PEFT pick every linear layer
+      (of a vision-language base, those of its text decoder only: the vision tower and projector
+      stay frozen, see ``backbone.language_model_linears``).
     """
 
     r: int = 16
@@ -322,8 +324,10 @@ def policy_config_for(
     vocabulary from the ``vocabulary`` tasks: "train", or a validation selection's fit tasks when
     choices are made there), an encoder base (its top layer and the heads trained; "minilm" names
     the packaged all-MiniLM-L6-v2), the tiny model on that encoder's sub-words and projected word-piece
-    embeddings ("tiny-minilm": ``SubwordSettings``), or a causal LM adapted with LoRA ("smollm2" names
-    the packaged SmolLM2); ``seed`` also seeds the sampler. A pretrained base brings its own tokenizer.
+    embeddings ("tiny-minilm": ``SubwordSettings``), a causal LM adapted with LoRA ("smollm2" names
+    the packaged SmolLM2), or a vision-language model (a folder whose config has a ``vision_config``:
+    generative, reading the screenshot, LoRA on its text decoder); ``seed`` also seeds the sampler.
+    A pretrained base brings its own tokenizer.
     ``encoder_layers``: an encoder base's top layers trained (None: EncoderSettings' default);
     ``encoder_candidates``: how it reads a candidate, "pooled" or "spans" (None: its default)."""
     encoder_options = encoder_layers is not None or encoder_candidates is not None
@@ -334,7 +338,7 @@ def policy_config_for(
                 "the tiny model"
             )
         return PolicyConfig(device=device, seed=seed, tiny=TinyModelConfig(seed=seed), vocabulary=vocabulary)
-    from distrl_core.policy.pretrained import is_encoder_folder, resolve_base  # files, not config
+    from distrl_core.policy.pretrained import is_encoder_folder, is_vision_folder, resolve_base
 
     if base.lower() in SUBWORD_BASES:
         if encoder_options:
@@ -360,5 +364,9 @@ def policy_config_for(
         raise ValueError(
             f"encoder_layers and encoder_candidates apply to an encoder base; {base} is a causal LM "
             "adapted with LoRA: leave them out"
+        )
+    if is_vision_folder(base):  # reads the screenshot and writes the action; LoRA on its text decoder
+        return PolicyConfig(
+            base=base, mode="generative", vision=True, lora=LoraSettings(), device=device, seed=seed
         )
     return PolicyConfig(base=base, lora=LoraSettings(), device=device, seed=seed)

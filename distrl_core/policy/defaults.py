@@ -71,6 +71,8 @@ def describe_defaults(config: PolicyConfig) -> str:
     if config.subwords is not None:
         frozen = "trained" if config.subwords.train_embeddings else "frozen"
         kind += f" on the sub-words of {config.subwords.source} (projected embedding table, {frozen})"
+    if config.vision:
+        kind += " (vision-language: reads the screenshot, writes the action)"
     lora = "" if config.lora is None else f", LoRA r={config.lora.r} alpha={config.lora.alpha}"
     if config.encoder is not None:
         lora = (

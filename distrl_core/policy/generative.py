@@ -5,7 +5,9 @@ so the behaviour log-prob is exact). Sampling stops at EOS, at a token containin
 ``max_new_tokens``. The behaviour log-prob is the sum over emitted tokens (EOS included when it was
 emitted) and the entropy is the true entropy of π summed over those positions. The learner
 re-tokenizes the stored ``raw_output``; it appends EOS when the stored token count says it was
-emitted, so for tokenizers whose decode/encode round-trips, act() and evaluate() agree exactly.
+emitted. Where the emitted tokens are not what the tokenizer makes of their text (a sub-word or
+byte-level model can spell a text in other pieces), act() stores the log-prob and token count of the
+re-tokenized text instead (``_as_stored``), so act() and evaluate() always agree.
 
 Vision-language bases (``PolicyConfig.vision``) read the screenshot through their AutoProcessor: the
 prompt gets the processor's image placeholder (through its chat template when it has one) and the
@@ -78,6 +80,15 @@ def _prompt_inputs(
     return {key: value for key, value in encoded.items() if isinstance(value, torch.Tensor)}
 
 
+def _stack(values: list[torch.Tensor], prompt_lengths: list[int], width: int) -> torch.Tensor:
+    """One processor output of each step in one batch: per-token ones ((1, prompt length), such as
+    Gemma 3's token_type_ids marking image tokens) right-padded with 0 to (N, width); the others
+    (pixel_values of one image each, image grids) concatenated along their first dimension."""
+    if all(v.dim() == 2 and v.shape == (1, n) for v, n in zip(values, prompt_lengths, strict=True)):
+        return torch.cat([torch.nn.functional.pad(v, (0, width - v.shape[1])) for v in values])
+    return torch.cat(values)
+
+
 def _instruction_end(parts: ActingParts, ids: list[int], instruction: str, fallback: int) -> int:
     """Position of the instruction's last token (what the trajectory critic reads), found by
     searching its tokens in the prompt; ``fallback`` when a tokenizer merges it with its context."""
@@ -142,18 +153,54 @@ def act_generative(
                 token_count=len(emitted),
                 entropy=entropy,
                 value=0.0,
-                extras={"stopped": bool(emitted and emitted[-1] in stops)},
+                extras={
+                    "stopped": bool(emitted and emitted[-1] in stops),
+                    "last": emitted[-1] if emitted else -1,
+                },
             )
         )
     steps = [
-        StepInput(o.instruction, o.ui_text, "", history=o.previous_actions, screenshot_png=o.screenshot_png)
-        for o in observations
+        StepInput(
+            o.instruction,
+            o.ui_text,
+            "",
+            raw_output=out.raw_text,
+            history=o.previous_actions,
+            token_count=_canonical_count(tokenizer, out),
+            screenshot_png=o.screenshot_png,
+        )
+        for o, out in zip(observations, outputs, strict=True)
     ]
-    values = evaluate_generative(parts, steps, with_actions=False)["values"].tolist()
+    scored = evaluate_generative(parts, steps)
+    values, rescored = scored["values"].tolist(), scored["logp"].tolist()
     return [
-        ActOutput(o.raw_text, o.action, o.logprob, o.token_count, o.entropy, float(v), o.extras)
-        for o, v in zip(outputs, values, strict=True)
+        _as_stored(o, step.token_count, float(v), float(logp))
+        for o, step, v, logp in zip(outputs, steps, values, rescored, strict=True)
     ]
+
+
+def _canonical_count(tokenizer: Any, out: ActOutput) -> int:
+    """Tokens the learner will score for ``out``: its text re-tokenized, plus EOS when emitted."""
+    count = len(tokenizer(out.raw_text, add_special_tokens=False)["input_ids"])
+    return count + int(bool(out.extras["stopped"]) and out.extras["last"] == tokenizer.eos_token_id)
+
+
+def _as_stored(out: ActOutput, canonical_count: int, value: float, rescored: float) -> ActOutput:
+    """``out`` with its value, and with the log-prob the learner will compute for its text.
+
+    A sub-word model can emit a text in tokens other than those its tokenizer makes of it (a word
+    in two pieces where the tokenizer merges them; bytes of a character split by a byte-level BPE),
+    and the learner re-tokenizes the stored text. Then the behaviour log-prob of the sampled tokens
+    would not be the probability the learner rescores, and every importance ratio of that step
+    would be off; the stored log-prob and token count are made those of the re-tokenized text
+    (its probability along the tokenizer's path, a lower bound of the text's). A trained model
+    emits its tokenizer's own splits; an untrained one (random weights) often does not.
+    """
+    extras = {key: v for key, v in out.extras.items() if key != "last"}
+    if canonical_count == out.token_count and abs(rescored - out.logprob) < 1e-3:
+        return ActOutput(out.raw_text, out.action, out.logprob, out.token_count, out.entropy, value, extras)
+    extras["retokenized"] = True
+    return ActOutput(out.raw_text, out.action, rescored, canonical_count, out.entropy, value, extras)
 
 
 def evaluate_generative(
@@ -182,7 +229,7 @@ def evaluate_generative(
         ids[i, : len(seq)] = torch.tensor(seq)
         attention[i, : len(seq)] = 1
     ids, attention = ids.to(device), attention.to(device)
-    stacked = {key: torch.cat([e[key] for e in extras]).to(device) for key in (extras[0] if extras else {})}
+    stacked = {key: _stack([e[key] for e in extras], prompt_lengths, width).to(device) for key in extras[0]}
     out = parts.model(input_ids=ids, attention_mask=attention, output_hidden_states=True, **stacked)
     logits = out.logits[:, :-1].float() / parts.config.temperature  # position t predicts token t+1
     suppressed = _suppressed(parts)

@@ -39,6 +39,7 @@ __all__ = [
     "find_package_gguf",
     "folder_size",
     "is_encoder_folder",
+    "is_vision_folder",
     "resolve_base",
     "unpack_model_zip",
 ]
@@ -182,6 +183,14 @@ def is_encoder_folder(base: str) -> bool:
         return False
     model_type = json.loads(config.read_text()).get("model_type", "")
     return model_type in _ENCODER_TYPES
+
+
+def is_vision_folder(base: str) -> bool:
+    """Whether a local base folder holds a vision-language model: its config.json has a
+    ``vision_config`` (Gemma 3, Idefics3/SmolVLM, Qwen2-VL, LLaVA... all do), as the local judge
+    decides (evaluators.judge_local)."""
+    config = Path(base).expanduser() / "config.json"
+    return config.is_file() and json.loads(config.read_text()).get("vision_config") is not None
 
 
 _ENCODER_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "distilbert", "mpnet", "electra"})
