@@ -15,6 +15,7 @@ import functools
 import hashlib
 import importlib
 import io
+import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ import numpy as np
 from PIL import Image
 
 from distrl_core.envs.screen import TextBox, respace
+from simulators.ocr_bands import band_key, text_bands, to_stride, with_margin
 
 __all__ = ["OcrConfig", "OcrReader", "OcrUnavailable", "ocr_missing_reason", "shared_reader"]
 
@@ -57,12 +59,17 @@ class OcrConfig:
 
     - ``threads``: onnxruntime threads per model; 1, since collectors already run one process or
       thread per device on few cores, and more threads oversubscribe them.
-    - ``det_side``: the detector's input is scaled so its shorter side is this many pixels (a
-      multiple of 32 after rounding). The package's 736 upsamples a half-size phone screenshot
-      (540 px wide) for no gain in recall at about 1.5x the detector's time. A larger screenshot
-      is scaled down to it (the package only scales up); recognition always reads full-resolution
-      crops. Going below 544 on 540 px screenshots was measured (60 screens, 553 elements): 384
-      kept every element, 448 lost 2, and the detector's time fell only ~15 % on loaded cores.
+    - ``det_side``: a screenshot whose shorter side is longer than this is scaled down to it for
+      the detector (the package's 736 upsamples a half-size phone screenshot, 540 px wide, for no
+      gain in recall at about 1.5x the detector's time); a smaller one is read at its own scale.
+      Recognition always reads full-resolution crops. Going below 544 on 540 px screenshots was
+      measured (60 screens, 553 elements): 384 kept every element, 448 lost 2.
+    - ``band_gap``: the screenshot is read band by band (``simulators.ocr_bands``), split where at
+      least this many rows of one colour lie between two bands (fewer could cut a text line whose
+      glyphs leave a flat row, such as ``=``).
+    - ``band_margin``: rows of the band's background colour put above and below it for the
+      detector (in the detector's pixels): its boxes reach about 0.8 of a line's height past the
+      text, which a margin must hold.
     - ``min_score``: recognised lines below this confidence are dropped by the model.
     - ``cache_screens``: the readings of this many distinct screenshots are kept (by a hash of the
       PNG): screens recur (every General episode starts on the same launcher, a tap that does
@@ -71,6 +78,10 @@ class OcrConfig:
       of the crop's pixels and shape): a new screen mostly shows lines an earlier one showed (a
       page's title, its buttons, the same list scrolled), so it pays the detector and only its new
       lines' recognition; 0 keeps none.
+    - ``cache_bands``: the readings (detection and recognition) of this many distinct bands are
+      kept (by a hash of the band's pixels): a changed screen pays only for the bands it did not
+      show before (the previous screen's unchanged rows, a shared title bar, a list scrolled);
+      0 keeps none.
     """
 
     threads: int = 1
@@ -78,12 +89,15 @@ class OcrConfig:
     min_score: float = 0.5
     cache_screens: int = 512
     cache_crops: int = 8192
+    band_gap: int = 4
+    band_margin: int = 16
+    cache_bands: int = 8192
 
     def __post_init__(self) -> None:
-        if self.threads < 1 or self.det_side < 32 or min(self.cache_screens, self.cache_crops) < 0:
-            raise ValueError(
-                "OcrConfig.threads must be >= 1, det_side >= 32, cache_screens and cache_crops >= 0"
-            )
+        if self.threads < 1 or self.det_side < 32 or self.band_gap < 1 or self.band_margin < 0:
+            raise ValueError("OcrConfig.threads and band_gap must be >= 1, det_side >= 32, band_margin >= 0")
+        if min(self.cache_screens, self.cache_crops, self.cache_bands) < 0:
+            raise ValueError("OcrConfig.cache_screens, cache_crops and cache_bands must be >= 0")
 
 
 class OcrReader:
@@ -109,6 +123,8 @@ class OcrReader:
         self._cache: OrderedDict[bytes, tuple[tuple[TextBox, ...], tuple[int, int]]] = OrderedDict()
         # A crop's recognition as the recogniser returns it: (text, score, word columns).
         self._crops: OrderedDict[bytes, tuple[str, float, list[Any]]] = OrderedDict()
+        self._bands: OrderedDict[tuple[bytes, float], tuple[TextBox, ...]] = OrderedDict()  # in band pixels
+        self.bands_read = 0  # bands run through the detector (the rest came from the band cache)
         self.recognised = 0  # crops run through the recogniser (the rest came from the crop cache)
 
     def read(self, png: bytes) -> tuple[list[TextBox], tuple[int, int]]:
@@ -119,41 +135,73 @@ class OcrReader:
             if cached is not None:
                 self._cache.move_to_end(key)
                 return list(cached[0]), cached[1]
-            image = Image.open(io.BytesIO(png)).convert("RGB")
-            boxes = self._ocr(image)
+            pixels = _decode(png)
+            size = (pixels.shape[1], pixels.shape[0])
+            boxes = self._ocr(pixels)
             if self.config.cache_screens:
-                self._cache[key] = (tuple(boxes), image.size)
+                self._cache[key] = (tuple(boxes), size)
                 while len(self._cache) > self.config.cache_screens:
                     self._cache.popitem(last=False)
-        return boxes, image.size
+        return boxes, size
 
-    def _ocr(self, image: Image.Image) -> list[TextBox]:
-        """RapidOCR's own pipeline (``RapidOCR.__call__`` of rapidocr-onnxruntime 1.4.x, no angle
-        classifier) taken apart: the detector runs on the screenshot scaled down to ``det_side``
-        (the package only scales up), the recogniser on full-resolution crops not read before."""
+    def _ocr(self, pixels: np.ndarray[Any, Any]) -> list[TextBox]:
+        """The screenshot's bands (``simulators.ocr_bands``), each read from the band cache where its
+        pixels were read before, else by :meth:`_read_band`; boxes moved to the band's place."""
+        height = pixels.shape[0]
+        scale = min(1.0, self.config.det_side / min(pixels.shape[:2]))
+        boxes: list[TextBox] = []
+        for top, bottom in text_bands(pixels, self.config.band_gap):
+            band = pixels[top:bottom]
+            key = (band_key(band), scale)
+            found = self._bands.get(key)
+            if found is None:
+                found = self._read_band(band, scale)
+                self.bands_read += 1
+            if self.config.cache_bands:
+                self._bands[key] = found
+                self._bands.move_to_end(key)
+                while len(self._bands) > self.config.cache_bands:
+                    self._bands.popitem(last=False)
+            for box in found:
+                x1, y1, x2, y2 = box.box
+                # A box's margin may reach past the screen where a band touches its edge.
+                place = (x1, max(0.0, y1 + top), x2, min(float(height), y2 + top))
+                boxes.append(TextBox(box.text, box.score, place))
+        return boxes
+
+    def _read_band(self, band: np.ndarray[Any, Any], scale: float) -> tuple[TextBox, ...]:
+        """One band read as RapidOCR's pipeline (``RapidOCR.__call__`` of rapidocr-onnxruntime 1.4.x,
+        no angle classifier) reads a screen, taken apart: the detector runs on the band with a
+        margin of its background, at the screenshot's scale down to ``det_side`` (never up: the
+        package would scale a 60-row band to 544 rows), the recogniser on full-resolution crops
+        not read before. Boxes are in the band's pixels."""
         engine = self._engine
-        pixels = np.ascontiguousarray(np.asarray(image)[:, :, ::-1])  # RGB -> OpenCV's BGR
-        scale = min(1.0, self.config.det_side / min(image.size))
-        small = image
+        detector = engine.text_det
+        margin = math.ceil(self.config.band_margin / scale)
+        tall = with_margin(band, margin)
+        small = tall
         if scale < 1.0:
-            size = (round(image.width * scale), round(image.height * scale))
-            small = image.resize(size, Image.Resampling.BOX)  # BOX: an area average, no ringing
-        det_pixels = np.ascontiguousarray(np.asarray(small)[:, :, ::-1])
-        img, ratio_h, ratio_w = engine.preprocess(det_pixels)
-        record: dict[str, Any] = {"preprocess": {"ratio_h": ratio_h, "ratio_w": ratio_w}}
-        img, record = engine.maybe_add_letterbox(img, record)
-        dt_boxes, _ = engine.auto_text_det(img)
-        if dt_boxes is None:
-            return []
-        quads = engine._get_origin_points(dt_boxes, record, small.height, small.width)
-        quads = (quads * np.float32(image.width / small.width)).astype(np.float32)
-        crops = engine.get_crop_img_list(pixels, list(quads))
+            size = (round(tall.shape[1] * scale), max(1, round(tall.shape[0] * scale)))
+            # BOX: an area average, no ringing
+            small = np.asarray(Image.fromarray(tall).resize(size, Image.Resampling.BOX))
+        det_in = to_stride(np.ascontiguousarray(small))
+        prepare = detector.get_preprocess(max(det_in.shape[:2]))
+        tensor = np.expand_dims(prepare.permute(prepare.normalize(det_in)), axis=0).astype(np.float32)
+        found, _ = detector.postprocess_op(detector.infer(tensor)[0], det_in.shape[:2])
+        found = detector.filter_tag_det_res(found, small.shape[:2])
+        if len(found) == 0:
+            return ()
+        quads = (np.array(engine.sorted_boxes(found), dtype=np.float32) / np.float32(scale)).astype(
+            np.float32
+        )
+        crops = engine.get_crop_img_list(tall, list(quads))
         lines = engine.cal_rec_boxes(crops, list(quads), self._recognise(crops))
-        return [
-            _text_box([quad.tolist(), *line])
+        shift = np.array([0.0, margin], dtype=np.float32)
+        return tuple(
+            _text_box([(quad - shift).tolist(), *line])
             for quad, line in zip(quads, lines, strict=True)
             if float(line[1]) >= self.config.min_score
-        ]
+        )
 
     def _recognise(self, crops: list[np.ndarray[Any, Any]]) -> list[tuple[str, float, list[Any]]]:
         """Each crop's recognition, from the crop cache where its pixels were read before.
@@ -162,7 +210,7 @@ class OcrReader:
         shifts the scores and character columns of the others, so a reading would depend on its
         neighbours and a cached one could differ from a fresh one; alone it is a function of the
         crop's pixels (and on one core no slower: no padding is computed)."""
-        keys = [_crop_key(crop) for crop in crops]
+        keys = [band_key(crop) for crop in crops]
         found = {k: self._crops[k] for k in keys if k in self._crops}
         for crop, k in zip(crops, keys, strict=True):
             if k not in found:
@@ -179,10 +227,14 @@ class OcrReader:
         return [(found[k][0], found[k][1], copy.deepcopy(found[k][2])) for k in keys]
 
 
-def _crop_key(crop: np.ndarray[Any, Any]) -> bytes:
-    # The shape is part of the key: the same bytes laid out in another width are another image.
-    data = np.ascontiguousarray(crop)
-    return hashlib.blake2b(data.tobytes(), digest_size=16, person=repr(data.shape).encode()[:16]).digest()
+def _decode(png: bytes) -> np.ndarray[Any, Any]:
+    """A PNG's pixels as OpenCV's BGR, the order the models read. OpenCV (a dependency of the OCR
+    package) decodes a SimDroid screenshot ~5x faster than Pillow; a PNG it cannot read (a
+    truncated frame) goes through Pillow, which reads what it can or raises."""
+    pixels = importlib.import_module("cv2").imdecode(np.frombuffer(png, np.uint8), 1)  # 1: IMREAD_COLOR
+    if pixels is None:
+        pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))[:, :, ::-1]
+    return np.ascontiguousarray(pixels)
 
 
 def _text_box(line: list[Any]) -> TextBox:

@@ -52,7 +52,7 @@ def test_a_screen_read_from_cached_crops_reads_as_a_fresh_ocr_of_it() -> None:
 
 def test_the_crop_cache_is_bounded_and_evicted_crops_are_read_again() -> None:
     first, _ = _screens()
-    reader = OcrReader(OcrConfig(cache_screens=0, cache_crops=2))
+    reader = OcrReader(OcrConfig(cache_screens=0, cache_crops=2, cache_bands=0))
     boxes, _ = reader.read(first)
     assert len(reader._crops) == 2 < len(boxes)
     recognised = reader.recognised
