@@ -1,6 +1,6 @@
-"""The screen-only observation measured: OCR against SimDroid's truth, and acting cost per step.
+"""The screen-only observation measured: OCR against SimDroid's truth (recall, taps inside, exact text).
 
-Part 1, ``--screens N`` (1,000 by default): SimDroid screens visited by the noisy scripted expert
+``--screens N`` (1,000 by default): SimDroid screens visited by the noisy scripted expert
 (noise 0.3, distractor dialogs at 10 %, every task of both families and both splits in turn, so
 launchers, settings pages, the clock, the browser, shops, dialogs and focused fields all appear),
 drawn readable (``SimDroidConfig.readable``: DejaVu Sans, half-size screenshots). Each screenshot
@@ -18,13 +18,11 @@ dump holds the text last typed into it: ``drawn_fields``):
 Elements that draw no text (sliders, icon buttons known by their description) cannot be read by an
 OCR and are counted apart (``textless``).
 
-Part 2, ``--acting-steps N`` (200): the cost of one step (the policy's act plus the environment's
-step and observation) with a fresh tiny policy, one environment, the tree observation against the
-screen one (with the OCR's caches of recurring screens and text-line crops, as configured by
-default, and with neither), on the same tasks and seeds. Load is recorded before and after (``machine()``).
+The acting cost per step, screen against tree, is ``bench/ocr_acting.py``. Load is recorded before
+and after (``machine()``).
 
-Run: ``nice -n 5 python -m bench.ocr_screens [--screens 1000] [--acting-steps 200] [--out NAME]``;
-writes ``bench/results/ocr_screens.json``.
+Run: ``nice -n 5 python -m bench.ocr_screens [--screens 1000] [--out NAME]``; writes
+``bench/results/ocr_screens.json``.
 """
 
 from __future__ import annotations
@@ -39,7 +37,7 @@ from typing import Any
 
 from bench._common import machine, percentile, write_result
 from distrl_core.envs.observation import UIElement
-from distrl_core.envs.screen import ObservationKind, screen_elements, text_key
+from distrl_core.envs.screen import screen_elements, text_key
 from simulators.ocr import OcrConfig, OcrReader
 from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
 from simulators.simdroid.device import SimDroid, SimDroidConfig
@@ -169,8 +167,9 @@ def ocr_accuracy(
 ) -> dict[str, Any]:
     """Part 1; ``progress`` gets the summary so far every 100 screens (a long run on a loaded
     machine leaves its partial figures behind if it is stopped)."""
-    # Every screen detected afresh; its lines recognised through the crop cache, as the shipped
-    # reader does (a crop cached is read as a fresh recognition of it reads, tests/envs/test_ocr_cache.py).
+    # No whole-screen cache: every screen split into bands afresh, each band read through the band
+    # and crop caches as the shipped reader reads it (a cached band or crop reads as a fresh
+    # reading of it does, tests/envs/test_ocr_cache.py).
     reader = OcrReader(OcrConfig(cache_screens=0))
     reader.read(screens(1, seed + 1)[0][2])  # load the models outside the measurement
     matches: list[Match] = []
@@ -229,54 +228,9 @@ def _summary(
     }
 
 
-def acting_cost(steps: int, seed: int) -> dict[str, Any]:
-    """ms per step (act + env step + observation), tree against screen, same tasks and seeds."""
-    import torch
-
-    from distrl_core.policy import Policy, PolicyConfig, default_tokenizer
-    from simulators.factory import make_env
-    from simulators.screen_env import ScreenEnv
-
-    torch.set_num_threads(1)
-    policy = Policy.create(PolicyConfig(device="cpu"), tokenizer=default_tokenizer())
-    tasks = load_tasks("general", "test")
-    result: dict[str, Any] = {}
-    for mode in ("tree", "screen", "screen_uncached"):
-        observation: ObservationKind = "tree" if mode == "tree" else "screen"
-        env = make_env(SimDroidEnvConfig(screenshots=False, ui_xml=False, seed=seed, observation=observation))
-        if isinstance(env, ScreenEnv) and mode == "screen_uncached":  # every screen read afresh
-            env = ScreenEnv(
-                env.env, OcrReader(OcrConfig(cache_screens=0, cache_crops=0)), keep_screenshots=False
-            )
-        torch.manual_seed(seed)
-        times: list[float] = []
-        episode = 0
-        current = env.reset(tasks[0], seed=seed)
-        while len(times) < steps:
-            started = time.perf_counter()
-            (output,) = policy.act([current], greedy=False)
-            step = env.step(output.action)
-            times.append(time.perf_counter() - started)
-            current = step.observation
-            if step.done:
-                episode += 1
-                current = env.reset(tasks[episode % len(tasks)], seed=seed + episode)
-        result[mode] = {
-            "steps": len(times),
-            "ms_per_step_mean": round(1000 * statistics.fmean(times), 1),
-            "ms_per_step_p50": round(1000 * (percentile(times, 50) or 0), 1),
-        }
-    for mode in ("screen", "screen_uncached"):
-        result[f"{mode}_over_tree"] = round(
-            result[mode]["ms_per_step_mean"] / result["tree"]["ms_per_step_mean"], 1
-        )
-    return result
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--screens", type=int, default=1000, help="screens read (0: skip part 1)")
-    parser.add_argument("--acting-steps", type=int, default=200, help="steps per mode (0: skip part 2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="ocr_screens", help="result name under bench/results/")
     args = parser.parse_args()
@@ -287,6 +241,7 @@ def main() -> None:
         "noise": NOISE,
         "part_1_cache_screens": 0,
         "part_1_cache_crops": OcrConfig().cache_crops,
+        "part_1_cache_bands": OcrConfig().cache_bands,
     }
     started = time.perf_counter()
     if args.screens:
@@ -296,12 +251,10 @@ def main() -> None:
             print(f"{summary['screens']} screens: recall {summary['recall']}", flush=True)
 
         document["ocr"] = ocr_accuracy(args.screens, args.seed, partial)
-    if args.acting_steps:
-        document["acting"] = acting_cost(args.acting_steps, args.seed)
     document["seconds"] = round(time.perf_counter() - started, 1)
     document["machine_after"] = machine()
     path = write_result(args.out, document)
-    summary = {k: document.get(k) for k in ("ocr", "acting")}
+    summary = {k: document.get(k) for k in ("ocr",)}
     for part in summary.values():
         if part:
             part.pop("miss_examples", None)
