@@ -15,6 +15,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from distrl_core.policy.config import policy_config_for
+from distrl_core.policy.pretrained import is_vision_folder
 from flows.collect import collect
 from flows.embedded_evaluator import start_embedded_evaluator
 from flows.learn import learn
@@ -56,6 +57,8 @@ def _collector_params(params: TrainLocalParams, index: int) -> CollectorParams:
         family=params.family,
         split=trained_split(params),
         store_uri=params.store_uri,
+        # a vision-language base reads the screenshot of every stored step (the learner re-scores them)
+        screenshots=params.base is not None and is_vision_folder(params.base),
         flush_episodes=params.envs_per_collector * 2,
         flush_seconds=10,
         seed=params.seed * 1000 + index,

@@ -79,7 +79,8 @@ class TrainLocalParams(BaseModel):
         "encoder, top layer trained; what --pretrained picks), 'tiny-minilm' (the tiny model on MiniLM's "
         "WordPiece sub-words and projected word-piece embeddings: an update costs the tiny model's), "
         "'smollm2' (SmolLM2-135M with LoRA) or a Hugging "
-        "Face folder (`distrl pretrained` prepares both); learning rates and micro-batches follow from it "
+        "Face folder (`distrl pretrained` prepares both; a vision-language one, whose config has a vision_config, "
+        "reads the screenshots, which the collectors then store); learning rates and micro-batches follow from it "
         "(printed). None: the tiny default.",
     )
     encoder_layers: int | None = Field(

@@ -78,7 +78,8 @@ def evaluate_version(
     `split`: `in_distribution_split`). Exact on a re-run: seeds are fixed."""
     registry = PolicyRegistry()
     policy = load_policy(registry.fetch(version).path).eval()
-    env = dataclasses.replace(RolloutConfig().env, observation=observation)  # the rollouts' default env
+    # the rollouts' default env; a vision-language policy reads each step's screenshot
+    env = dataclasses.replace(RolloutConfig().env, observation=observation, screenshots=policy.config.vision)
     estimate = estimate_success(
         policy,
         load_tasks(family, split),

@@ -19,6 +19,8 @@ from distrl_core.policy import save_policy
 from distrl_core.policy.config import PolicyConfig
 from distrl_core.policy.defaults import describe_defaults
 from distrl_core.policy.model import Policy
+from simulators.sim_env import SimDroidEnvConfig
+from simulators.simdroid.device import SimDroidConfig
 from simulators.warm_start import WarmStartConfig, collect_demonstrations, supervised_warm_start
 from storage.registry import PolicyRegistry
 from tasks.mlflow_metrics import start_tracked_run
@@ -38,8 +40,12 @@ def warm_start_policy(
 ) -> int:
     """Train a policy on demonstrations and publish it; returns its registry version."""
     config = config or WarmStartConfig()
-    demos = collect_demonstrations(config)
-    policy = Policy.create(policy_config or PolicyConfig())
+    policy_config = policy_config or PolicyConfig()
+    # a vision-language policy learns from the screenshots; rendering them is skipped otherwise
+    screens = SimDroidConfig(distractor_prob=0.1)
+    env = SimDroidEnvConfig(device=screens, screenshots=True, ui_xml=False) if policy_config.vision else None
+    demos = collect_demonstrations(config, env=env)
+    policy = Policy.create(policy_config)
     _logger().info("warm start settings: %s", describe_defaults(policy.config))
     history = supervised_warm_start(policy, demos.rows, config)
     registry = PolicyRegistry()
