@@ -1,5 +1,8 @@
-"""The tiny default policy vs a pretrained base, side by side: SmolLM2-135M-Instruct with LoRA, or
-an encoder (all-MiniLM-L6-v2, its top layer trained: ``--base`` names its folder).
+"""The tiny default policy vs a pretrained base, side by side: SmolLM2-135M-Instruct with LoRA, an
+encoder (all-MiniLM-L6-v2, its top layer trained), or a vision-language model (a folder whose config
+has a ``vision_config``, e.g. SmolVLM or Gemma 3: it reads each step's screenshot and writes the
+action, LoRA on its text decoder; the environment renders screenshots for it). ``--base`` names the
+folder; ``python -m bench.tiny_vlm`` writes a tiny random one for a smoke check on CPU.
 
 For each model, in its own process (so that peak memory is its own): acting latency per step
 (one observation, and a batch of 16), the time of one learner update on 16 trajectories, peak
@@ -82,9 +85,10 @@ def run_one(model: str, args: argparse.Namespace) -> dict:
     from distrl_core.policy import LoraSettings, Policy, PolicyConfig
     from distrl_core.policy.config import EncoderSettings
     from distrl_core.policy.defaults import describe_defaults, training_defaults
-    from distrl_core.policy.pretrained import is_encoder_folder
+    from distrl_core.policy.pretrained import is_encoder_folder, is_vision_folder
     from simulators.local_loop import LoopConfig, evaluate_success, train_rounds
     from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
+    from simulators.simdroid.device import SimDroidConfig
     from simulators.simdroid.tasks import load_tasks
     from simulators.warm_start import WarmStartConfig, collect_demonstrations, supervised_warm_start
 
@@ -94,8 +98,16 @@ def run_one(model: str, args: argparse.Namespace) -> dict:
         config = PolicyConfig(device=device, seed=args.seed)
     elif is_encoder_folder(args.base):  # all-MiniLM-L6-v2: top layer trained, lower layers frozen and cached
         config = PolicyConfig(base=args.base, encoder=EncoderSettings(), device=device, seed=args.seed)
+    elif is_vision_folder(args.base):  # writes the action from the screenshot and the instruction
+        config = PolicyConfig(
+            base=args.base, mode="generative", vision=True, lora=LoraSettings(), device=device, seed=args.seed
+        )
     else:
         config = PolicyConfig(base=args.base, lora=LoraSettings(), device=device, seed=args.seed)
+    # Rendering a PNG per step is the slowest part of a SimDroid step: only a vision policy pays it.
+    screen = SimDroidEnvConfig(
+        device=SimDroidConfig(distractor_prob=0.1), screenshots=config.vision, ui_xml=False
+    )
     # Acting latency only: the weights do not change inside it (see the learning run below).
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device == "cuda" and args.bf16)
     learner_threads = args.threads or torch.get_num_threads()
@@ -109,7 +121,7 @@ def run_one(model: str, args: argparse.Namespace) -> dict:
         p.numel() for p in policy.actor_parameters() + policy.critic_parameters()
     )
 
-    env = SimDroidEnv(SimDroidEnvConfig(screenshots=False, ui_xml=False))
+    env = SimDroidEnv(screen)
     observations = [env.reset(f"general-test-{i:04d}", seed=i) for i in range(16)]
     torch.set_num_threads(1)  # acting role: one thread (policy.defaults)
     with autocast:
@@ -117,7 +129,7 @@ def run_one(model: str, args: argparse.Namespace) -> dict:
     torch.set_num_threads(learner_threads)
 
     warm = WarmStartConfig(family="general", batch_size=args.batch_size, seed=args.seed)
-    demos = collect_demonstrations(warm)
+    demos = collect_demonstrations(warm, env=screen)
     by_episode: dict[str, list] = {}
     for row in demos.rows:
         by_episode.setdefault(row["episode_id"], []).append(row)
@@ -175,6 +187,7 @@ def run_one(model: str, args: argparse.Namespace) -> dict:
         updates_per_round=args.updates_per_round,
         batch_size=args.batch_size,
         seed=args.seed,
+        env=screen,
     )
     rounds: list[dict] = []
 
