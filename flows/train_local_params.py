@@ -81,7 +81,8 @@ class TrainLocalParams(BaseModel):
         "'smollm2' (SmolLM2-135M with LoRA) or a Hugging "
         "Face folder (`distrl pretrained` prepares both; a vision-language one, whose config has a vision_config, "
         "reads the screenshots, which the collectors then store); learning rates and micro-batches follow from it "
-        "(printed). None: the tiny default.",
+        "(printed). None or 'tiny': the tiny default on its own word vocabulary (`distrl demo` defaults to "
+        "'tiny-minilm').",
     )
     encoder_layers: int | None = Field(
         None,

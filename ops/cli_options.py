@@ -103,9 +103,16 @@ class ModelOptions(Generic[M]):
     model: type[M]
     fields: Sequence[str]
     flags: Mapping[str, str] = field(default_factory=dict)
+    # This command's own defaults where they differ from the model's (`distrl demo`'s base).
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+
+    def default(self, name: str) -> Any:
+        if name in self.defaults:
+            return self.defaults[name]
+        return self.model.model_fields[name].get_default(call_default_factory=True)
 
     def flag(self, name: str) -> str:
-        default = self.model.model_fields[name].get_default(call_default_factory=True)
+        default = self.default(name)
         if default is True:
             return f"--no-{name.replace('_', '-')}"
         return self.flags.get(name, f"--{name.replace('_', '-')}")
@@ -113,7 +120,7 @@ class ModelOptions(Generic[M]):
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         for name in self.fields:
             info = self.model.model_fields[name]
-            default = info.get_default(call_default_factory=True)
+            default = self.default(name)
             common: dict[str, Any] = {
                 "dest": name,
                 "default": argparse.SUPPRESS,
@@ -142,6 +149,7 @@ class ModelOptions(Generic[M]):
     def build(self, args: argparse.Namespace, **fixed: Any) -> M:
         """The model from the options given (the rest keep the model's defaults) and `fixed` values."""
         given = {name: getattr(args, name) for name in self.fields if hasattr(args, name)}
+        given = {name: value for name, value in self.defaults.items() if name not in fixed} | given
         for name, value in given.items():
             if get_origin(_without_none(self.model.model_fields[name].annotation)) is dict:
                 given[name] = dict(value)

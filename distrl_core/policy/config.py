@@ -24,6 +24,7 @@ CandidateReading = Literal["pooled", "spans"]
 CANDIDATE_READINGS: tuple[str, ...] = get_args(CandidateReading)
 # Short base names that build the tiny model on a packaged encoder's sub-words -> that encoder's name.
 SUBWORD_BASES = {"tiny-minilm": "minilm"}
+TINY_BASE = "tiny"  # the name of the default (base=None): the tiny model on its own word vocabulary
 
 
 @dataclass
@@ -320,7 +321,7 @@ def policy_config_for(
     encoder_candidates: CandidateReading | None = None,
     device: str = "auto",
 ) -> PolicyConfig:
-    """The policy a run starts from: the tiny default (initial weights from ``seed``, its word
+    """The policy a run starts from: the tiny default (None or "tiny"; initial weights from ``seed``, its word
     vocabulary from the ``vocabulary`` tasks: "train", or a validation selection's fit tasks when
     choices are made there), an encoder base (its top layer and the heads trained; "minilm" names
     the packaged all-MiniLM-L6-v2), the tiny model on that encoder's sub-words and projected word-piece
@@ -331,6 +332,8 @@ def policy_config_for(
     ``encoder_layers``: an encoder base's top layers trained (None: EncoderSettings' default);
     ``encoder_candidates``: how it reads a candidate, "pooled" or "spans" (None: its default)."""
     encoder_options = encoder_layers is not None or encoder_candidates is not None
+    if base is not None and base.lower() == TINY_BASE:
+        base = None
     if base is None:
         if encoder_options:
             raise ValueError(

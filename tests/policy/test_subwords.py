@@ -152,6 +152,19 @@ def test_tiny_minilm_is_chosen_as_bases_are_from_the_demo_to_the_policy(encoder_
         TrainLocalParams(base="tiny-minilm", encoder_layers=1)
 
 
+def test_the_demo_defaults_to_tiny_minilm_and_base_tiny_is_the_word_vocabulary_model():
+    from ops.cli import _parse
+
+    demo = _parse(["demo", "--seed", "1"])
+    assert demo.options.build(demo).base == "tiny-minilm"  # `distrl demo`'s own default
+    train_local = _parse(["train-local"])
+    assert train_local.options.build(train_local).base is None  # the flows keep the tiny default
+    old = _parse(["demo", "--base", "tiny"])
+    config = policy_config_for(old.options.build(old).base, 2)
+    assert config == policy_config_for(None, 2) and config.subwords is None and config.base is None
+    assert _parse(["demo", "--pretrained"]).base == "minilm"
+
+
 def test_the_table_cache_never_outlives_a_change_of_its_encoder(tmp_path):
     folder = write_small_encoder(tmp_path / "enc", seed=0)
     settings = SubwordSettings(source=str(folder))
