@@ -18,6 +18,8 @@ export TRANSFORMERS_VERBOSITY := error
 export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 export MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT := true
 export MLFLOW_LOGGING_LEVEL := WARNING
+# No telemetry thread (it fails offline, and its clean-up races with HTTP calls on os.environ).
+export MLFLOW_DISABLE_TELEMETRY := true
 
 PRETRAINED_STAMP := $(VENV)/.pretrained
 

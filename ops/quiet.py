@@ -19,6 +19,9 @@ QUIET_ENV = {
     "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
     # "Waiting up to 300 seconds for model version to finish creation" at every publish.
     "MLFLOW_LOGGING_LEVEL": "WARNING",
+    # MLflow's telemetry (DO_NOT_TRACK counts only as "true"): offline its thread fails and pops a
+    # variable from os.environ while another thread's HTTP call iterates it (a KeyError in log_batch).
+    "MLFLOW_DISABLE_TELEMETRY": "true",
 }
 
 
