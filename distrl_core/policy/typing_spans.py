@@ -14,32 +14,11 @@ from __future__ import annotations
 
 import re
 
+from distrl_core.envs.number_words import digits
+
 __all__ = ["address_guesses", "free_time", "query_spans"]
 
 # -- numbers and times -----------------------------------------------------------------------------
-
-_UNITS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
-_TEENS = ("ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen")  # fmt: skip
-_TENS = ("twenty", "thirty", "forty", "fifty")  # minutes stop at 59
-_UNIT = "|".join(_UNITS)
-_NUMBER_WORDS = re.compile(
-    rf"\b(?:(?P<tens>{'|'.join(_TENS)})(?:[\s-]+(?P<tens_unit>{_UNIT}))?"
-    rf"|(?P<teen>{'|'.join(_TEENS)})"
-    rf"|(?:oh|o)[\s-]+(?P<oh_unit>{_UNIT})"  # "six oh five": the minutes of 6:05
-    rf"|(?P<unit>zero|{_UNIT}))\b"
-)
-
-
-def _number(match: re.Match[str]) -> str:
-    if match["tens"]:
-        value = 20 + 10 * _TENS.index(match["tens"])
-        return str(value + (_UNITS.index(match["tens_unit"]) + 1 if match["tens_unit"] else 0))
-    if match["teen"]:
-        return str(10 + _TEENS.index(match["teen"]))
-    if match["oh_unit"]:
-        return f"0{_UNITS.index(match['oh_unit']) + 1}"
-    return "0" if match["unit"] == "zero" else str(_UNITS.index(match["unit"]) + 1)
-
 
 _AM_PM = r"(?:(?<=\d)|(?<=\d\s))(?P<half>[ap])\.?\s?m\b\.?"  # "7am", "7 a.m."; never the "am" of "I am"
 _MERIDIEM = re.compile(
@@ -87,7 +66,7 @@ def free_time(instruction: str) -> tuple[int, int] | None:
     """(hour 0-23, minute) of the first time of day the instruction names, written any way people
     write one ("6.30", "quarter past seven", "5am", "ten to eight in the evening", "noon"); None
     when there is none or nothing says a time is meant (an h:mm time always is)."""
-    text = _NUMBER_WORDS.sub(_number, instruction.lower())
+    text = digits(instruction.lower())
     if not _TIME_CUE.search(text) and not re.search(r"\b\d{1,2}:\d{2}(?!\d)", text):
         return None
     said = _said(text)
