@@ -20,6 +20,7 @@ from distrl_core.learner.batch import StepBatch
 from distrl_core.policy import Policy, PolicyConfig, load_policy, save_policy
 from distrl_core.policy.tokenizer import build_word_tokenizer
 from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
+from tests.policy.vision_rows import acted_rows
 
 
 @pytest.fixture(scope="module")
@@ -63,15 +64,7 @@ def test_vision_policy_acts_on_screenshots_and_rescoring_agrees(tiny_vlm_dir, tm
     env = SimDroidEnv(SimDroidEnvConfig(screenshots=True))
     observations = [env.reset(f"general-train-{i:04d}", seed=i) for i in (0, 50)]
     outputs = policy.act(observations)
-    rows = [
-        {
-            "episode_id": f"e{i}", "step": 0, "instruction": o.instruction, "observation_text": o.ui_text,
-            "screenshot_png": o.screenshot_png, "raw_output": a.raw_text, "action": a.raw_text,
-            "action_valid": a.action.is_valid, "reward": 0.0, "done": True, "episode_success": False,
-            "behaviour_logprob": a.logprob, "action_token_count": a.token_count, "policy_version": 0,
-        }
-        for i, (o, a) in enumerate(zip(observations, outputs, strict=True))
-    ]  # fmt: skip
+    rows = acted_rows(observations, outputs)
     batch = StepBatch.from_rows(rows)
     scored = policy.evaluate(batch)
     assert torch.allclose(scored.logp[:, 0].detach(), batch.logp_mu[:, 0], atol=1e-4)

@@ -16,6 +16,7 @@ from distrl_core.policy import Policy, load_policy, save_policy
 from distrl_core.policy.backbone import language_model_linears
 from distrl_core.policy.config import policy_config_for
 from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
+from tests.policy.vision_rows import acted_rows
 
 SCREEN_ENV = SimDroidEnvConfig(screenshots=True, ui_xml=False)
 
@@ -28,18 +29,6 @@ def vlm_dir(request, tmp_path_factory):
 def _policy(vlm_dir, max_new_tokens: int = 6) -> Policy:
     config = policy_config_for(str(vlm_dir), device="cpu")
     return Policy.create(dataclasses.replace(config, max_new_tokens=max_new_tokens))
-
-
-def _rows(observations, outputs) -> list[dict]:
-    return [
-        {
-            "episode_id": f"e{i}", "step": 0, "instruction": o.instruction, "observation_text": o.ui_text,
-            "screenshot_png": o.screenshot_png, "raw_output": a.raw_text, "action": a.raw_text,
-            "action_valid": a.action.is_valid, "reward": 0.0, "done": True, "episode_success": False,
-            "behaviour_logprob": a.logprob, "action_token_count": a.token_count, "policy_version": 0,
-        }
-        for i, (o, a) in enumerate(zip(observations, outputs, strict=True))
-    ]  # fmt: skip
 
 
 def test_a_vlm_folder_gets_the_vision_policy_with_lora_on_its_text_decoder_only(vlm_dir):
@@ -67,7 +56,7 @@ def test_acting_and_rescoring_agree_and_save_load_keeps_the_log_probs(vlm_dir, t
     env = SimDroidEnv(SCREEN_ENV)
     observations = [env.reset(f"general-train-{i:04d}", seed=i) for i in (0, 50)]
     outputs = policy.act(observations)
-    batch = StepBatch.from_rows(_rows(observations, outputs))
+    batch = StepBatch.from_rows(acted_rows(observations, outputs))
     scored = policy.evaluate(batch)
     # what the learner recomputes for each stored action is the behaviour log-prob it was stored with
     assert torch.allclose(scored.logp[:, 0].detach(), batch.logp_mu[:, 0], atol=1e-4)
