@@ -138,10 +138,7 @@ class OcrReader:
             pixels = _decode(png)
             size = (pixels.shape[1], pixels.shape[0])
             boxes = self._ocr(pixels)
-            if self.config.cache_screens:
-                self._cache[key] = (tuple(boxes), size)
-                while len(self._cache) > self.config.cache_screens:
-                    self._cache.popitem(last=False)
+            _remember(self._cache, key, (tuple(boxes), size), self.config.cache_screens)
         return boxes, size
 
     def _ocr(self, pixels: np.ndarray[Any, Any]) -> list[TextBox]:
@@ -157,11 +154,7 @@ class OcrReader:
             if found is None:
                 found = self._read_band(band, scale)
                 self.bands_read += 1
-            if self.config.cache_bands:
-                self._bands[key] = found
-                self._bands.move_to_end(key)
-                while len(self._bands) > self.config.cache_bands:
-                    self._bands.popitem(last=False)
+            _remember(self._bands, key, found, self.config.cache_bands)
             for box in found:
                 x1, y1, x2, y2 = box.box
                 # A box's margin may reach past the screen where a band touches its edge.
@@ -217,14 +210,20 @@ class OcrReader:
                 ((text, score, columns),), _ = self._engine.text_rec([crop], True)
                 self.recognised += 1
                 found[k] = (str(text), float(score), columns)
-        if self.config.cache_crops:
-            for k in keys:
-                self._crops[k] = found[k]
-                self._crops.move_to_end(k)
-            while len(self._crops) > self.config.cache_crops:
-                self._crops.popitem(last=False)
+        for k in keys:
+            _remember(self._crops, k, found[k], self.config.cache_crops)
         # cal_rec_boxes rewrites the word columns in place: hand it copies, never the cached lists.
         return [(found[k][0], found[k][1], copy.deepcopy(found[k][2])) for k in keys]
+
+
+def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any, limit: int) -> None:
+    """``value`` as the newest entry of the least-recently-used ``cache``, which keeps at most
+    ``limit`` entries (0: none)."""
+    if limit:
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > limit:
+            cache.popitem(last=False)
 
 
 def _decode(png: bytes) -> np.ndarray[Any, Any]:
