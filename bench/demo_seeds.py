@@ -8,12 +8,12 @@ seeds the mean gain and final success with 95 % t-intervals, and how many seeds 
 
     .venv/bin/python -m bench.demo_seeds [--seeds 0 1 2 3 4] [--minutes 6] [--target 0.15]
         [--warm-start-updates 300] [--base minilm | --pretrained] [--encoder-layers K]
-        [--encoder-candidates pooled|spans] [--collectors N] [--validation]
+        [--encoder-candidates pooled|spans] [--collectors N] [--observation screen] [--validation]
         [--validation-split validation_unseen] [--reuse-kept]
 
 Each seed's summary is kept under ``--root``/<folder>/seed<s>/, the folder named by the settings:
 ``ws<updates>-<minutes>min`` for the tiny default on test, prefixed by the base (``minilm-``, then
-``L<K>-``, ``spans-``/``pooled-`` and ``c<N>-`` (collectors) where those are set) and
+``L<K>-``, ``spans-``/``pooled-``, ``c<N>-`` (collectors) and ``screen-`` where those are set) and
 by ``val-`` with ``--validation`` (held-out scores on validation_words, the test split never
 loaded; ``val-unseen-`` with ``--validation-split validation_unseen``), so that validation and test
 results never mix. With ``--reuse-kept`` a seed already kept
@@ -51,6 +51,7 @@ class DemoSettings:
     encoder_layers: int | None = None  # an encoder base's top layers trained (None: its default)
     encoder_candidates: str | None = None  # "pooled" or "spans" (None: the encoder's default)
     collectors: int | None = None  # collector threads (None: the demo's default)
+    observation: str | None = None  # "tree" or "screen" (None: the demo's default, the tree)
 
     def flags(self) -> list[str]:
         """The demo's options beyond --seed and --minutes."""
@@ -61,6 +62,7 @@ class DemoSettings:
         flags += [] if self.encoder_layers is None else ["--encoder-layers", str(self.encoder_layers)]
         flags += [] if self.encoder_candidates is None else ["--encoder-candidates", self.encoder_candidates]
         flags += [] if self.collectors is None else ["--collectors", str(self.collectors)]
+        flags += [] if self.observation is None else ["--observation", self.observation]
         if not self.validation:
             return flags
         other = self.validation_split != "validation_words"
@@ -81,6 +83,7 @@ class DemoSettings:
         base += "" if self.encoder_layers is None else f"L{self.encoder_layers}-"
         base += "" if self.encoder_candidates is None else f"{self.encoder_candidates}-"
         base += "" if self.collectors is None else f"c{self.collectors}-"
+        base += "" if self.observation in (None, "tree") else f"{self.observation}-"
         updates = "default" if self.warm_start_updates is None else self.warm_start_updates
         name = f"{base}ws{updates}-{self.minutes:g}min"
         if not self.validation:
@@ -160,7 +163,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--warm-start-updates", type=int, default=None, help="the demo's SFT warm start (default: its own)"
     )
     bases = parser.add_mutually_exclusive_group()
-    bases.add_argument("--base", default=None, help="the demo's --base (default: the tiny model)")
+    bases.add_argument("--base", default=None, help="the demo's --base (default: the demo's own)")
     bases.add_argument(
         "--pretrained",
         dest="base",
@@ -182,6 +185,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--collectors", type=int, default=None, help="the demo's --collectors (default: the demo's own)"
+    )
+    parser.add_argument(
+        "--observation",
+        choices=["tree", "screen"],
+        default=None,
+        help="the demo's --observation: the UI tree (its default) or the screenshot read by OCR",
     )
     parser.add_argument(
         "--validation",
@@ -219,6 +228,7 @@ def settings_of(args: argparse.Namespace) -> DemoSettings:
         args.encoder_layers,
         args.encoder_candidates,
         args.collectors,
+        args.observation,
     )
 
 

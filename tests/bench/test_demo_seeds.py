@@ -97,6 +97,11 @@ def test_the_unseen_validation_selection_is_passed_on_and_kept_apart() -> None:
     fewer = settings_of(parse_args(["--pretrained", "--collectors", "1"]))
     assert fewer.argv(0)[-4:] == ["--base", "minilm", "--collectors", "1"]
     assert fewer.folder() == "minilm-c1-wsdefault-6min"
+    screen = settings_of(parse_args(["--observation", "screen"]))
+    assert screen.argv(0)[-2:] == ["--observation", "screen"]
+    assert screen.folder() == "screen-wsdefault-6min"  # apart from the tree's runs
+    tree = settings_of(parse_args(["--observation", "tree"]))
+    assert tree.folder() == "wsdefault-6min"  # the tree is the default: the same runs
 
 
 def test_the_result_goes_to_the_out_file_given_and_validation_to_its_own(tmp_path: Path) -> None:
