@@ -15,6 +15,10 @@ is the figure that counts.
   of the same tasks): a run under way.
 - ``screen_steady_no_screen_cache``: the same without the whole-screen cache, so every screenshot
   is split into bands and only the band and crop caches save work (no screen is a cache hit).
+- ``screen_steady_png``: ``screen_steady`` keeping its screenshots in the shards
+  (``SimDroidEnvConfig.screenshots``): every new screen drawn and encoded as a PNG, the OCR reading
+  the PNG. The other screen modes keep none, as a demo does: the OCR reads the pixels SimDroid
+  draws, looked up by the screen's key, and a screen it has read before is not even drawn.
 
 For each screen mode: the share of its time inside the OCR, screens served whole from the cache,
 bands detected and crops recognised per step; the caches' entries and pickled bytes at the end.
@@ -26,10 +30,10 @@ writes ``bench/results/<out>.json`` with the load average before and after.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import pickle
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,18 +48,17 @@ NO_SCREEN_CACHE = OcrConfig(cache_screens=0)
 
 
 class TimedReader(OcrReader):
-    """An OcrReader that adds up the time its reads take and counts whole-screen cache hits."""
+    """An OcrReader that adds up the time its reads take (PNG or pixels; for an undrawn SimDroid
+    screen, its drawing too) and counts them."""
 
     def __init__(self, config: OcrConfig) -> None:
         super().__init__(config)
         self.seconds = 0.0
         self.reads = 0
-        self.screen_hits = 0
 
-    def read(self, png: bytes) -> tuple[list[Any], tuple[int, int]]:
+    def _read(self, key: bytes, bgr: Callable[[], Any]) -> tuple[list[Any], tuple[int, int]]:
         started = time.perf_counter()
-        self.screen_hits += hashlib.blake2b(png, digest_size=16).digest() in self._cache
-        out = super().read(png)
+        out = super()._read(key, bgr)
         self.seconds += time.perf_counter() - started
         self.reads += 1
         return out
@@ -103,7 +106,9 @@ class Player:
             )
 
 
-def _player(name: str, config: OcrConfig | None, seed: int, tasks: list[Any]) -> Player:
+def _player(
+    name: str, config: OcrConfig | None, seed: int, tasks: list[Any], keep_screenshots: bool = False
+) -> Player:
     import torch
 
     from distrl_core.policy import Policy, PolicyConfig, default_tokenizer
@@ -113,12 +118,17 @@ def _player(name: str, config: OcrConfig | None, seed: int, tasks: list[Any]) ->
     torch.manual_seed(seed)  # the same weights in every mode
     policy = Policy.create(PolicyConfig(device="cpu"), tokenizer=default_tokenizer())
     observation: ObservationKind = "tree" if config is None else "screen"
-    env = make_env(SimDroidEnvConfig(screenshots=False, ui_xml=False, seed=seed, observation=observation))
+    env_config = SimDroidEnvConfig(
+        screenshots=keep_screenshots, ui_xml=False, seed=seed, observation=observation
+    )
+    env = make_env(env_config)
     reader = None
     if config is not None:
         assert isinstance(env, ScreenEnv)
         reader = TimedReader(config)
-        env = ScreenEnv(env.env, reader, keep_screenshots=False)  # as make_env with screenshots off
+        # As make_env builds it, with a reader of this mode's own: with screenshots off, no PNG at
+        # all (the OCR reads the pixels SimDroid draws); kept, every step's PNG is encoded and read.
+        env = ScreenEnv(env.env, reader, keep_screenshots=keep_screenshots)
     torch.manual_seed(seed)
     return Player(name, env, policy, torch.get_rng_state(), tasks, seed, reader)
 
@@ -169,6 +179,7 @@ def acting(steps: int, warmup: int, seed: int) -> dict[str, Any]:
         _player("screen_first", OcrConfig(), seed, tasks),
         _player("screen_steady", OcrConfig(), seed, tasks),
         _player("screen_steady_no_screen_cache", NO_SCREEN_CACHE, seed, tasks),
+        _player("screen_steady_png", OcrConfig(), seed, tasks, keep_screenshots=True),
     ]
     warmup_seconds = 0.0
     for player in players[3:]:

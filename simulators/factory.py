@@ -37,14 +37,18 @@ def make_env(config: EnvConfig) -> Environment:
     """The environment ``config`` describes; a config of no known kind raises TypeError naming it."""
     if isinstance(config, SimDroidEnvConfig):
         if config.observation == "screen":
-            return _on_screen(SimDroidEnv(readable_sim_config(config)), config.screenshots)
+            # A PNG only where the shards keep it; else the OCR reads the rendered pixels.
+            return _on_screen(
+                SimDroidEnv(readable_sim_config(config, config.screenshots)), config.screenshots
+            )
         return SimDroidEnv(config)
     from simulators.adb.config import AdbEnvConfig
     from simulators.adb.env import AdbEnv
 
     if isinstance(config, AdbEnvConfig):
         if config.observation == "screen":
-            return _on_screen(AdbEnv(dataclasses.replace(config, screenshots=True)), config.screenshots)
+            # Kept screenshots come as `screencap -p`; else the OCR reads raw `screencap` pixels.
+            return _on_screen(AdbEnv(config), config.screenshots)
         return AdbEnv(config)
     known = ", ".join(f"{name} ({kind!r})" for kind, name in CONFIG_OF_KIND.items())
     raise TypeError(

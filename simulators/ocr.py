@@ -18,6 +18,7 @@ import io
 import math
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,7 @@ import numpy as np
 from PIL import Image
 
 from distrl_core.envs.screen import TextBox, respace
-from simulators.ocr_bands import band_key, text_bands, to_stride, with_margin
+from simulators.ocr_bands import Pixels, band_key, text_bands, to_stride, with_margin
 
 __all__ = ["OcrConfig", "OcrReader", "OcrUnavailable", "ocr_missing_reason", "shared_reader"]
 
@@ -72,7 +73,7 @@ class OcrConfig:
       text, which a margin must hold.
     - ``min_score``: recognised lines below this confidence are dropped by the model.
     - ``cache_screens``: the readings of this many distinct screenshots are kept (by a hash of the
-      PNG): screens recur (every General episode starts on the same launcher, a tap that does
+      PNG, of the pixels, or the caller's key for them: ``OcrReader.read_pixels``): screens recur (every General episode starts on the same launcher, a tap that does
       nothing leaves the screen as it was) and an OCR costs about 0.6 s of CPU; 0 keeps none.
     - ``cache_crops``: the recognitions of this many distinct text-line crops are kept (by a hash
       of the crop's pixels and shape): a new screen mostly shows lines an earlier one showed (a
@@ -101,7 +102,7 @@ class OcrConfig:
 
 
 class OcrReader:
-    """Reads text boxes from PNG screenshots. Thread-safe: one model serves every environment of a
+    """Reads text boxes from screenshots, PNG files or pixel arrays. Thread-safe: one model serves every environment of a
     process (an onnxruntime session per model is ~20 MB and takes ~0.2 s to load)."""
 
     def __init__(self, config: OcrConfig | None = None) -> None:
@@ -126,16 +127,47 @@ class OcrReader:
         self._bands: OrderedDict[tuple[bytes, float], tuple[TextBox, ...]] = OrderedDict()  # in band pixels
         self.bands_read = 0  # bands run through the detector (the rest came from the band cache)
         self.recognised = 0  # crops run through the recogniser (the rest came from the crop cache)
+        self.screen_hits = 0  # reads answered whole by the screen cache
 
     def read(self, png: bytes) -> tuple[list[TextBox], tuple[int, int]]:
         """The text boxes of a PNG and its (width, height)."""
-        key = hashlib.blake2b(png, digest_size=16).digest()
+        return self._read(hashlib.blake2b(png, digest_size=16).digest(), lambda: _decode(png))
+
+    def read_pixels(
+        self, pixels: Pixels | Callable[[], Pixels], key: bytes | None = None
+    ) -> tuple[list[TextBox], tuple[int, int]]:
+        """The text boxes of a screenshot given as pixels, (height, width, 3) RGB uint8 (a fourth
+        channel, RGBA's alpha, is ignored), and its (width, height): exactly what :meth:`read`
+        returns for the same pixels encoded as a PNG, with no PNG encoded or decoded.
+
+        ``key``, where the caller has one, identifies the pixels exactly (equal keys, equal pixels:
+        ``SimDroid.screen_key``) and is the whole-screen cache's key, so a screen seen before costs
+        no pass over its pixels, and ``pixels`` may then be a function that returns them, called
+        only when the key is not cached (the screen is not even drawn); without a key the pixels
+        are hashed."""
+        if key is not None:  # its own namespace: a caller's key never meets a hash of pixels or a PNG
+            key = hashlib.blake2b(key, digest_size=16, person=b"caller screen").digest()
+        elif callable(pixels):
+            raise ValueError("OcrReader.read_pixels takes a function for the pixels only with a key")
+        else:
+            key = band_key(pixels[:, :, :3])
+
+        def bgr() -> Pixels:
+            rgb = pixels() if callable(pixels) else pixels
+            # The models read OpenCV's BGR, the order _decode gives: channels reversed, laid out anew.
+            return np.ascontiguousarray(rgb[:, :, 2::-1])
+
+        return self._read(key, bgr)
+
+    def _read(self, key: bytes, bgr: Callable[[], Pixels]) -> tuple[list[TextBox], tuple[int, int]]:
+        """The screen cached under ``key``, else ``bgr()``'s pixels read and remembered under it."""
         with self._lock:  # onnxruntime sessions are thread-safe, RapidOCR's parameter updates are not
             cached = self._cache.get(key)
             if cached is not None:
                 self._cache.move_to_end(key)
+                self.screen_hits += 1
                 return list(cached[0]), cached[1]
-            pixels = _decode(png)
+            pixels = bgr()
             size = (pixels.shape[1], pixels.shape[0])
             boxes = self._ocr(pixels)
             _remember(self._cache, key, (tuple(boxes), size), self.config.cache_screens)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Band", "band_key", "text_bands", "to_stride", "with_margin"]
+__all__ = ["Band", "Pixels", "band_key", "text_bands", "to_stride", "with_margin"]
 
 Pixels = np.ndarray[Any, Any]
 Band = tuple[int, int]  # rows [top, bottom) of the screenshot, flat border rows included

@@ -34,7 +34,10 @@ class ScreenEnv:
     """The ``Environment`` protocol over ``env``, with observations read from its screenshots.
 
     The wrapped environment must capture screenshots (``SimDroidEnvConfig.screenshots``,
-    ``AdbEnvConfig.screenshots``); SimDroid's must be drawn readable (``SimDroidConfig.readable``).
+    ``AdbEnvConfig.screenshots``), each read from its PNG, or capture none and offer
+    ``screen_pixels()`` (``simulators.screen_frames.PixelFrame``), read from its pixels with no PNG
+    encoded at all: what ``make_env`` builds when the shards keep no screenshot. SimDroid's must be
+    drawn readable (``SimDroidConfig.readable``).
     Attributes the wrapper does not define (``task``, ``device``, ``history``...) are the wrapped
     environment's.
     """
@@ -66,12 +69,19 @@ class ScreenEnv:
 
     def _read(self, observation: Observation) -> Observation:
         png = observation.screenshot_png
-        if png is None:
+        if png is not None:
+            boxes, shot_size = self.reader.read(png)
+        elif hasattr(self.env, "screen_pixels"):
+            # No PNG captured (the shards keep none): the device's pixels go to the OCR as they are.
+            frame = self.env.screen_pixels()
+            boxes, shot_size = self.reader.read_pixels(frame.pixels, frame.key)
+            extras = {**observation.extras, "screenshot_ok": frame.ok}
+            observation = dataclasses.replace(observation, extras=extras)
+        else:
             raise ValueError(
                 f"{type(self.env).__name__} {self.serial} captured no screenshot; the screen "
                 "observation needs one (its config's `screenshots=True`)"
             )
-        boxes, shot_size = self.reader.read(png)
         elements = screen_elements(boxes, shot_size, observation.screen_size, self.config)
         self._last = screen_observation(observation, elements)
         if not self.keep_screenshots:
@@ -100,11 +110,12 @@ def screen_envs(envs: list[Environment], reader: OcrReader, config: ScreenConfig
     return [ScreenEnv(env, reader, config) for env in envs]
 
 
-def readable_sim_config(config: SimDroidEnvConfig) -> SimDroidEnvConfig:
-    """``config`` capturing the screenshots the screen observation reads: drawn readable
-    (``SimDroidConfig.readable``) unless a font is already chosen."""
+def readable_sim_config(config: SimDroidEnvConfig, pngs: bool = True) -> SimDroidEnvConfig:
+    """``config`` drawing the screenshots the screen observation reads: readable
+    (``SimDroidConfig.readable``) unless a font is already chosen, captured as PNGs with ``pngs``,
+    else none (the screen observation then reads ``SimDroidEnv.screen_pixels``)."""
     device = config.device if config.device.font else config.device.readable()
-    return dataclasses.replace(config, screenshots=True, device=device)
+    return dataclasses.replace(config, screenshots=pngs, device=device)
 
 
 def on_screen(action: Action, truth: SimDroid, observation: Observation) -> Action:

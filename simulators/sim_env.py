@@ -15,11 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar, TypeVar
 
+import numpy as np
+
 from distrl_core.envs.actions import Action, ActionKind, parse_action, swipe_endpoints, to_pixels
 from distrl_core.envs.kinds import EnvKind
 from distrl_core.envs.observation import Observation, UIElement, compact_tree, elements_to_xml
 from distrl_core.envs.protocol import FAMILIES, EpisodeRules, EpisodicEnv, StepResult, Task
 from distrl_core.envs.screen import OBSERVATION_KINDS, ObservationKind
+from simulators.screen_frames import PixelFrame, is_blank
 from simulators.simdroid.catalog import find_app
 from simulators.simdroid.device import DeviceOffline, ResetFailed, SimDroid, SimDroidConfig
 from simulators.simdroid.render import solid_png
@@ -53,7 +56,8 @@ class SimDroidEnvConfig:
     - ``serial``: the device's serial (what rollout rows record as ``device_id``).
     - ``observation``: "tree" builds the policy's elements from the UI dump; "screen" from an OCR
       of the screenshot alone (``make_env`` wraps the env in ``simulators.screen_env.ScreenEnv``,
-      capturing screenshots drawn readable: ``SimDroidConfig.readable`` unless ``device.font`` is set).
+      drawing screenshots readable: ``SimDroidConfig.readable`` unless ``device.font`` is set). With
+      ``screenshots`` off no PNG is encoded: the OCR reads the drawn pixels (``screen_pixels``).
     """
 
     device: SimDroidConfig = field(default_factory=lambda: SimDroidConfig(distractor_prob=0.1))
@@ -138,6 +142,21 @@ class SimDroidEnv(EpisodicEnv):
             if png.endswith(_PNG_END) and png not in blanks:
                 return png, True
         return png, False
+
+    def screen_pixels(self) -> PixelFrame:
+        """The current screenshot as pixels, never a PNG: what the screen observation reads when
+        the shards keep no screenshot (``ScreenEnv``; the env's ``screenshots`` is then off). A
+        sound frame comes with the device's ``screen_key`` and undrawn (drawn only if the OCR has
+        not read that screen before). A capture that fails (the fault model's truncated frame, which
+        has no pixel form) or comes back blank is retried as ``_screenshot`` retries; when every one
+        fails the frame is all black, which reads as no text, with ``ok`` False."""
+        device = self.device
+        for _ in range(self.config.screenshot_retries + 1):
+            shot = self._call(device.screenshot_pixels, True)
+            if callable(shot) or (shot is not None and not is_blank(shot)):
+                return PixelFrame(shot, device.screen_key(), True)
+        width, height = device.shot_size
+        return PixelFrame(np.zeros((height, width, 3), np.uint8), None, False)
 
     def _observe(self) -> Observation:
         assert self.task is not None

@@ -25,8 +25,9 @@ class AdbEnvConfig:
     serial: the device (``adb devices``); None means the only device the server lists.
     screenshots: capture ``screencap -p`` each step (off for text-only policies: saves ~30% per step).
     observation: "tree" reads the policy's elements from ``uiautomator dump``; "screen" from an OCR
-        of ``screencap -p`` alone (``make_env`` wraps the env in ``simulators.screen_env.ScreenEnv``
-        and no UI dump is taken: games, WebViews and animating screens have none worth reading).
+        of the screenshot alone (``make_env`` wraps the env in ``simulators.screen_env.ScreenEnv``
+        and no UI dump is taken: games, WebViews and animating screens have none worth reading):
+        ``screencap -p`` with ``screenshots``, else raw ``screencap`` pixels (no PNG encoded).
     step_timeout_s: limit for any single adb command; a command past it raises StepTimeoutError.
     settle_delay_s: pause after an action before observing, so animations finish (0 for the simulator).
     ui_dump_retries: extra ``uiautomator dump`` attempts after "could not get idle state".

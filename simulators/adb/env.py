@@ -37,6 +37,7 @@ from simulators.adb.errors import (
     ResetError,
 )
 from simulators.adb.link import AdbDeviceLink
+from simulators.screen_frames import PixelFrame
 from simulators.simdroid.tasks import get_task
 
 __all__ = ["AdbEnv", "StepResult", "simdroid_success_check", "simdroid_task_loader"]
@@ -87,6 +88,13 @@ class AdbEnv(EpisodicEnv):
         xml, elements = self.link.ui_dump() if self.config.observation == "tree" else ("", [])
         screenshot = self.link.screenshot() if self.config.screenshots else None
         return _Screen(xml, elements, screenshot, self.link.current_activity())
+
+    def screen_pixels(self) -> PixelFrame:
+        """The screen as pixels from raw ``screencap``, no PNG on either side: what the screen
+        observation reads when the shards keep no screenshot (``ScreenEnv``). A phone's frame has no
+        key that identifies it, so the OCR hashes its pixels; a frame bad after every retry raises
+        ScreenshotError, as ``screencap -p`` does."""
+        return PixelFrame(self.link.screenshot_pixels(), None, True)
 
     def _observation(self, screen: _Screen) -> Observation:
         assert self.task is not None and self.link.screen_size is not None

@@ -13,8 +13,10 @@ import re
 import shlex
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import adbutils
+import numpy as np
 from adbutils.errors import AdbConnectionError as AdbutilsConnectionError
 from adbutils.errors import AdbError, AdbTimeout
 
@@ -29,6 +31,7 @@ from simulators.adb.errors import (
     UiDumpError,
 )
 from simulators.adb.frames import frame_problem
+from simulators.screen_frames import RawScreencapError, is_blank, parse_screencap
 
 logger = logging.getLogger(__name__)
 
@@ -199,6 +202,30 @@ class AdbDeviceLink:
             if not problem:
                 return png
             logger.info("bad frame from %s (%s), attempt %d", self.where, problem, attempt + 1)
+        raise ScreenshotError(
+            f"screencap on {self.where} gave a bad frame {self.config.screenshot_retries + 1} times (last: {problem}); "
+            "wake the screen (`input keyevent KEYCODE_WAKEUP`) or restart the emulator",
+            self.serial,
+        )
+
+    def screenshot_pixels(self) -> np.ndarray[Any, Any]:
+        """The screen as RGB pixels from raw ``screencap`` (no ``-p``): the phone skips its PNG
+        encoding, the slowest part of a capture, and nobody decodes one. Retried as
+        :meth:`screenshot` retries a bad frame (short, unparseable, all black or all white)."""
+        problem = ""
+        for attempt in range(self.config.screenshot_retries + 1):
+            if attempt:
+                time.sleep(self.config.retry_delay_s)
+            raw = self.shell("screencap", idempotent=True).stdout
+            try:
+                pixels = parse_screencap(raw)
+            except RawScreencapError as error:
+                problem = str(error)
+            else:
+                problem = "all-black or all-white frame" if is_blank(pixels) else ""
+                if not problem:
+                    return pixels
+            logger.info("bad raw frame from %s (%s), attempt %d", self.where, problem, attempt + 1)
         raise ScreenshotError(
             f"screencap on {self.where} gave a bad frame {self.config.screenshot_retries + 1} times (last: {problem}); "
             "wake the screen (`input keyevent KEYCODE_WAKEUP`) or restart the emulator",

@@ -9,8 +9,11 @@ model says the screen never settled.
 
 from __future__ import annotations
 
+import numpy as np
+
 from simulators.fake_adb.commands_system import ShellOutput
 from simulators.fake_adb.device import FakeDevice, SimulatedPhone
+from simulators.screen_frames import encode_screencap
 
 DEFAULT_DUMP_PATH = "/sdcard/window_dump.xml"
 IDLE_STATE_ERROR = "ERROR: could not get idle state."
@@ -101,14 +104,13 @@ def _key(code: str) -> int | str:
 
 
 def screencap(device: FakeDevice, args: list[str], stdin: bytes) -> ShellOutput:
+    """``screencap -p`` (or a ``.png`` path) writes a PNG; plain ``screencap`` the raw frame, a
+    little-endian header and RGBA pixels (``simulators.screen_frames``), its header 16 bytes on
+    Android 9 (API 28) and later, 12 before, as ``ro.build.version.sdk`` says."""
     flags = [arg for arg in args if arg.startswith("-")]
     paths = [arg for arg in args if not arg.startswith("-") and not arg.isdigit()]
     png = "-p" in flags or any(path.endswith(".png") for path in paths)
-    if not png:
-        return ShellOutput(
-            stderr=b"screencap: the fake device only writes PNG; use screencap -p\n", exit_code=1
-        )
-    image = device.phone.screenshot_png()
+    image = device.phone.screenshot_png() if png else _raw_frame(device)
     if not paths:
         return ShellOutput(stdout=image)
     try:
@@ -116,6 +118,17 @@ def screencap(device: FakeDevice, args: list[str], stdin: bytes) -> ShellOutput:
     except IsADirectoryError:
         return ShellOutput(stderr=f"Error opening file: {paths[0]} (Is a directory)\n".encode(), exit_code=1)
     return ShellOutput()
+
+
+def _raw_frame(device: FakeDevice) -> bytes:
+    colour_space = int(device.properties.get("ro.build.version.sdk", "34")) >= 28
+    pixels = device.phone.screenshot_pixels()
+    if pixels is not None:
+        return encode_screencap(pixels, colour_space)
+    # The phone's capture failed (SimDroid's truncated frame): a frame cut short, as a PNG is.
+    width, height = device.phone.shot_size
+    frame = encode_screencap(np.zeros((height, width, 3), np.uint8), colour_space)
+    return frame[: len(frame) // 2]
 
 
 def uiautomator(device: FakeDevice, args: list[str], stdin: bytes) -> ShellOutput:

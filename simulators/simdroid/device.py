@@ -21,13 +21,18 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, Literal, overload
+
+import numpy as np
+from PIL import Image
 
 from distrl_core.envs.observation import UIElement, elements_to_xml
 from distrl_core.envs.protocol import Task
+from simulators.simdroid import render as draw
 from simulators.simdroid.apps_system import launch
 from simulators.simdroid.catalog import LAUNCHER, find_app
 from simulators.simdroid.faults import DeviceOffline, FaultConfig, FaultModel, ResetFailed
-from simulators.simdroid.render import DEJAVU_SANS, Typeface, render_png, solid_png
+from simulators.simdroid.render import DEJAVU_SANS, Typeface, solid_png
 from simulators.simdroid.screens import build_screen, maybe_show_distractor
 from simulators.simdroid.state import DeviceState
 from simulators.simdroid.success import is_successful as _is_successful
@@ -38,6 +43,7 @@ __all__ = ["DeviceOffline", "FaultConfig", "ResetFailed", "SimDroid", "SimDroidC
 KEY_NAMES = {"HOME": 3, "BACK": 4, "ENTER": 66, "DEL": 67}
 TAP_SLOP_PX = 24
 READABLE_SCALE = 0.5  # screenshots half the screen's size: an OCR reads them, at 1/4 of full cost
+Pixels = np.ndarray[Any, Any]
 _UNTYPEABLE = re.compile(r"[\x00-\x1f\x7f]")  # `adb shell input text` cannot send control chars
 
 
@@ -125,12 +131,18 @@ class SimDroid:
         self._screen: Screen | None = None
         self._elements: list[UIElement] | None = None
         self._png: bytes | None = None
+        self._image: Image.Image | None = None  # the screen drawn once, for its PNG and its pixels
+        self._pixels: Pixels | None = None
+        self._key: bytes | None = None
 
     # -- internals ---------------------------------------------------------------------------
     def _invalidate(self) -> None:
         self._screen = None
         self._elements = None
         self._png = None
+        self._image = None
+        self._pixels = None
+        self._key = None
 
     def screen(self) -> Screen:
         """The current screen (rebuilt lazily after any change)."""
@@ -295,20 +307,61 @@ class SimDroid:
     def ui_xml(self) -> str:
         return elements_to_xml(self.elements(), self.size)
 
+    @property
+    def shot_size(self) -> tuple[int, int]:  # the screen's size times screenshot_scale
+        scale = self.config.screenshot_scale
+        return (max(1, int(self.size[0] * scale)), max(1, int(self.size[1] * scale)))
+
+    def _rendered(self) -> Image.Image:
+        if self._image is None:
+            self._image = draw.render_image(
+                self.screen(), self.state, self.size, self.config.screenshot_scale, self.config.typeface
+            )
+        return self._image
+
     def screenshot_png(self) -> bytes:
         self.faults.check_online(self.serial)
         corruption = self.faults.corruption()
         if self._png is None:
-            self._png = render_png(
-                self.screen(), self.state, self.size, self.config.screenshot_scale, self.config.typeface
-            )
+            self._png = draw.encode_png(self._rendered())
         if corruption == "truncated":
             return self._png[: len(self._png) // 2]
         if corruption is not None:
-            scale = self.config.screenshot_scale
-            shot_size = (max(1, int(self.size[0] * scale)), max(1, int(self.size[1] * scale)))
-            return solid_png(shot_size, (255, 255, 255) if corruption == "white" else (0, 0, 0))
+            return solid_png(self.shot_size, (255, 255, 255) if corruption == "white" else (0, 0, 0))
         return self._png
+
+    @overload
+    def screenshot_pixels(self, lazy: Literal[False] = False) -> Pixels | None: ...
+    @overload
+    def screenshot_pixels(self, lazy: bool) -> Pixels | Callable[[], Pixels] | None: ...
+    def screenshot_pixels(self, lazy: bool = False) -> Pixels | Callable[[], Pixels] | None:
+        """The screenshot as read-only (height, width, 3) RGB uint8 pixels, ``screenshot_png`` decoded
+        with no PNG encoded. Faults as there: white or black frames are solid arrays; a truncated
+        one has no pixel form and is None, a failed capture the env retries (``SimDroidEnv``).
+        ``lazy``: a frame not drawn yet comes as a function drawing it (call it before the device
+        changes): the OCR calls it only for a ``screen_key`` it has not read."""
+        self.faults.check_online(self.serial)
+        corruption = self.faults.corruption()
+        if corruption == "truncated":
+            return None
+        if corruption is not None:
+            width, height = self.shot_size
+            return np.full((height, width, 3), 255 if corruption == "white" else 0, np.uint8)
+        if lazy and self._pixels is None:
+            return self._drawn_pixels
+        return self._drawn_pixels()
+
+    def _drawn_pixels(self) -> Pixels:
+        if self._pixels is None:
+            self._pixels = draw.to_pixels(self._rendered())
+        return self._pixels
+
+    def screen_key(self) -> bytes:
+        """``render.screen_key`` of this screen: equal keys, equal (sound) screenshots."""
+        if self._key is None:
+            scale, face = self.config.screenshot_scale, self.config.typeface
+            self._key = draw.screen_key(self.screen(), self.state, self.size, scale, face)
+        return self._key
 
     def current_activity(self) -> str:
         self.faults.check_online(self.serial)

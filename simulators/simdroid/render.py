@@ -9,17 +9,30 @@ observation, docs/operations.md).
 
 from __future__ import annotations
 
+import hashlib
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
+import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from simulators.simdroid.state import DeviceState
 from simulators.simdroid.widgets import Screen, Widget
 
-__all__ = ["DEJAVU_SANS", "Typeface", "encode_png", "fit_text", "render_png", "solid_png"]
+__all__ = [
+    "DEJAVU_SANS",
+    "Typeface",
+    "encode_png",
+    "fit_text",
+    "render_image",
+    "render_png",
+    "screen_key",
+    "solid_png",
+    "to_pixels",
+]
 
 INK = (33, 33, 33)
 MUTED = (120, 120, 120)
@@ -204,6 +217,14 @@ def render_png(
     screen: Screen, state: DeviceState, size: tuple[int, int], scale: float, face: Typeface = Typeface()
 ) -> bytes:
     """The screen as a PNG of ``size`` times ``scale`` pixels, its text drawn in ``face``."""
+    return encode_png(render_image(screen, state, size, scale, face))
+
+
+def render_image(
+    screen: Screen, state: DeviceState, size: tuple[int, int], scale: float, face: Typeface = Typeface()
+) -> Image.Image:
+    """The screen drawn as an RGB image of ``size`` times ``scale`` pixels, its text in ``face``: what
+    ``render_png`` encodes, and what the OCR reads as pixels (``to_pixels``) when no PNG is kept."""
     width, height = max(1, int(size[0] * scale)), max(1, int(size[1] * scale))
     image = Image.new("RGB", (width, height), screen.background)
     draw = ImageDraw.Draw(image)
@@ -237,7 +258,45 @@ def render_png(
         pen.text((0, 0, width, bar), "12:00", fill=WHITE)
     else:
         pen.draw.text((3, max(0, (bar - CHAR_H) // 2)), "12:00", font=_font(face), fill=WHITE)
-    return encode_png(image)
+    return image
+
+
+def to_pixels(image: Image.Image) -> np.ndarray[Any, Any]:
+    """An RGB image's pixels, (height, width, 3) uint8 in RGB order, read-only: the same values a
+    decoder reads back from ``encode_png(image)`` (PNG is lossless), without encoding one."""
+    pixels = np.asarray(image)
+    pixels.setflags(write=False)  # a device hands out its cached frame: nobody may paint on it
+    return pixels
+
+
+def screen_key(
+    screen: Screen, state: DeviceState, size: tuple[int, int], scale: float, face: Typeface
+) -> bytes:
+    """A hash of everything ``render_image`` reads: the screen's background, dialog flag and every
+    widget's drawn attributes (what the painters above read), the focused field and its text (the
+    only state drawn), the size, the scale and the typeface. Equal keys, equal pixels, so the OCR
+    can look a screen up without hashing its 2 MB of pixels, or drawing it. A painter that reads
+    something more must add it here (``tests/envs/test_screen_pixels.py`` checks keys and pixels
+    agree over a run of screens)."""
+
+    def drawn(widget: Widget) -> tuple[object, ...]:
+        return (
+            widget.bounds, widget.style, widget.text, widget.content_desc, widget.field,
+            widget.checked, widget.slider_value, widget.color, widget.interactive,
+        )  # fmt: skip
+
+    focus = state.focus
+    inputs = (
+        [drawn(w) for w in screen.underlay],
+        [drawn(w) for w in screen.widgets],
+        screen.background,
+        screen.modal,
+        (focus, focus in state.fields, state.fields.get(focus or "")),
+        size,
+        scale,
+        face,
+    )
+    return hashlib.blake2b(repr(inputs).encode(), digest_size=16, person=b"simdroid-screen").digest()
 
 
 def encode_png(image: Image.Image) -> bytes:

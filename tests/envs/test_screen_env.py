@@ -1,6 +1,6 @@
 """The screen-only observation end to end with the real OCR model (rapidocr-onnxruntime, installed
 by `make pretrained-deps`, which `make test` runs): SimDroid screens read back, episodes solved
-from screenshots alone on SimDroid and over the fake ADB server's `exec-out screencap -p`, and the
+from screenshots alone on SimDroid and over the fake ADB server's `screencap` (raw and `-p`), and the
 rows they store (observation "screen", element taps as points the learner maps back)."""
 
 from __future__ import annotations
@@ -108,17 +108,25 @@ def test_the_expert_solves_tasks_from_screenshots_and_its_rows_train(make_policy
 
 
 @pytest.mark.slow  # an episode over the fake ADB server, every step read by the OCR
+@pytest.mark.parametrize("keep", [False, True], ids=["raw-screencap", "screencap-p"])
 def test_one_episode_from_screenshots_over_the_fake_adb_server(
-    start_fake_adb: Callable[..., FakeAdbServer],
+    start_fake_adb: Callable[..., FakeAdbServer], monkeypatch: pytest.MonkeyPatch, keep: bool
 ) -> None:
-    # A 540x1200 phone drawn readable: `exec-out screencap -p` is all the policy's elements come from.
+    # A 540x1200 phone drawn readable: its screenshot is all the policy's elements come from, raw
+    # `screencap` pixels when the shards keep no screenshot, else `screencap -p`'s PNG.
+    from simulators.adb.link import AdbDeviceLink
+
+    def unused(self: AdbDeviceLink) -> None:
+        raise AssertionError("the other form of screencap was used")
+
+    monkeypatch.setattr(AdbDeviceLink, "screenshot" if not keep else "screenshot_pixels", unused)
     server = start_fake_adb(devices=1, screen_scale=0.5, simdroid=SimDroidConfig(font=DEJAVU_SANS))
     env = make_env(
         AdbEnvConfig(
             port=server.port,
             serial="emulator-5554",
             observation="screen",
-            screenshots=False,
+            screenshots=keep,
             settle_delay_s=0.0,
             retry_delay_s=0.0,
             step_timeout_s=10.0,
@@ -142,7 +150,7 @@ def test_one_episode_from_screenshots_over_the_fake_adb_server(
     assert episode.success and episode.steps >= 2, result.rows
     rows = result.rows
     assert {r["env_kind"] for r in rows} == {"adb"} and {r["observation"] for r in rows} == {"screen"}
-    assert all(r["screenshot_png"] is None for r in rows)  # not asked to keep them
+    assert all((r["screenshot_png"] is not None) == keep for r in rows)  # kept only when asked
     assert all("(" in r["observation_text"] for r in rows)  # elements with bounds, read by the OCR
     steps_to_table(rows)
 
