@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
 __all__ = [
+    "SEMANTIC_MATCH_BASES",
     "SUBWORD_BASES",
     "EncoderSettings",
     "LoraSettings",
@@ -23,7 +24,9 @@ VOCABULARIES: tuple[str, ...] = get_args(Vocabulary)
 CandidateReading = Literal["pooled", "spans"]
 CANDIDATE_READINGS: tuple[str, ...] = get_args(CandidateReading)
 # Short base names that build the tiny model on a packaged encoder's sub-words -> that encoder's name.
-SUBWORD_BASES = {"tiny-minilm": "minilm"}
+SUBWORD_BASES = {"tiny-minilm": "minilm", "tiny-minilm-sem": "minilm"}
+# The sub-word bases that also read the semantic match feature (SubwordSettings.semantic_match).
+SEMANTIC_MATCH_BASES = frozenset({"tiny-minilm-sem"})
 TINY_BASE = "tiny"  # the name of the default (base=None): the tiny model on its own word vocabulary
 
 
@@ -145,11 +148,19 @@ class SubwordSettings:
       updates at 1e-3, against entries of ~0.02), so the sub-words of the training tasks would leave
       the pretrained space while the sub-words never trained on stay in it, and an unseen word would
       no longer sit near its seen synonyms. Frozen, it also adds nothing to an update.
+    - ``semantic_match``: also feed the frozen encoder's judgement of which screen element the
+      instruction means (``policy.semantic_match``): each element's cosine similarity to the
+      instruction under the whole encoder (mean-pooled sentence embeddings, computed once per
+      distinct text and cached), as a learned embedding per similarity bin added to its tokens'
+      inputs, beside the exact-match flags. Grounds paraphrases that share no word with the label
+      ("check my email" for Gmail). False (the default): the policy is bit for bit what it was
+      without it; base "tiny-minilm-sem" turns it on.
     """
 
     source: str
     std: float = 0.02
     train_embeddings: bool = False
+    semantic_match: bool = False
 
     def validate(self) -> None:
         if not self.source:
@@ -325,7 +336,8 @@ def policy_config_for(
     vocabulary from the ``vocabulary`` tasks: "train", or a validation selection's fit tasks when
     choices are made there), an encoder base (its top layer and the heads trained; "minilm" names
     the packaged all-MiniLM-L6-v2), the tiny model on that encoder's sub-words and projected word-piece
-    embeddings ("tiny-minilm": ``SubwordSettings``), a causal LM adapted with LoRA ("smollm2" names
+    embeddings ("tiny-minilm": ``SubwordSettings``; "tiny-minilm-sem": the same with its semantic match
+    feature), a causal LM adapted with LoRA ("smollm2" names
     the packaged SmolLM2), or a vision-language model (a folder whose config has a ``vision_config``:
     generative, reading the screenshot, LoRA on its text decoder); ``seed`` also seeds the sampler.
     A pretrained base brings its own tokenizer.
@@ -351,12 +363,13 @@ def policy_config_for(
             )
         source = resolve_base(SUBWORD_BASES[base.lower()])
         tiny = TinyModelConfig(seed=seed)
+        semantic = base.lower() in SEMANTIC_MATCH_BASES
         return PolicyConfig(
             device=device,
             seed=seed,
             tiny=tiny,
             vocabulary=vocabulary,
-            subwords=SubwordSettings(source=source),
+            subwords=SubwordSettings(source=source, semantic_match=semantic),
         )
     base = resolve_base(base)
     if is_encoder_folder(base):

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from distrl_core.policy.backbone import hf
+from distrl_core.policy.semantic_match import INDICES, NEUTRAL
 from distrl_core.policy.tokenizer import FLAG_INSTRUCTION_MATCHED
 
 __all__ = ["PolicyHeads"]
@@ -26,12 +27,23 @@ def _match_embedding(hidden_size: int) -> nn.Embedding:
     return embedding
 
 
+def _semantic_embedding(hidden_size: int) -> nn.Embedding:
+    """One row per semantic-match index; NEUTRAL's (padding_idx) stays zero and untrained."""
+    embedding = nn.Embedding(INDICES, hidden_size, padding_idx=NEUTRAL)
+    nn.init.normal_(embedding.weight, std=0.02)
+    with torch.no_grad():
+        embedding.weight[NEUTRAL].zero_()
+    return embedding
+
+
 class PolicyHeads(nn.Module):
     """``match``: embedding of the exact-match flag added to the actor's token embeddings.
     ``score``: MLP on [mean; last] hidden state of a candidate's tokens -> its score.
     ``critic_encoder`` (+ ``critic_match``): the separate critic's encoder, or None.
     ``value``: MLP on the prompt's last hidden state -> V(s).
     ``trajectory``: MLP on the instruction's last hidden state -> logit P(success | instruction).
+    ``semantic`` (+ ``critic_semantic``): embedding of the semantic-match index
+    (``policy.semantic_match``) added like ``match``, or None without that feature.
     """
 
     def __init__(
@@ -40,6 +52,7 @@ class PolicyHeads(nn.Module):
         *,
         match_features: bool,
         critic_encoder: nn.Module | None = None,
+        semantic_match: bool = False,
     ) -> None:
         super().__init__()
         self.match = _match_embedding(hidden_size) if match_features else None
@@ -52,14 +65,20 @@ class PolicyHeads(nn.Module):
             self.critic_match = _match_embedding(critic_size) if match_features else None
         self.value = _mlp(critic_size, critic_size)
         self.trajectory = _mlp(critic_size, critic_size)
+        # Built last, so that without the feature every other weight draws what it always drew.
+        self.semantic = _semantic_embedding(hidden_size) if semantic_match else None
+        self.critic_semantic = None
+        if critic_encoder is not None and semantic_match:
+            self.critic_semantic = _semantic_embedding(critic_size)
 
     def actor_parameters(self) -> list[nn.Parameter]:
         params = list(self.score.parameters())
-        return params + (list(self.match.parameters()) if self.match is not None else [])
+        params += list(self.match.parameters()) if self.match is not None else []
+        return params + (list(self.semantic.parameters()) if self.semantic is not None else [])
 
     def critic_parameters(self) -> list[nn.Parameter]:
         params = list(self.value.parameters()) + list(self.trajectory.parameters())
-        for module in (self.critic_encoder, self.critic_match):
+        for module in (self.critic_encoder, self.critic_match, self.critic_semantic):
             if module is not None:
                 params += list(module.parameters())
         return params
@@ -71,12 +90,15 @@ class PolicyHeads(nn.Module):
         attention: torch.Tensor,  # (N, L)
         actor_hidden: torch.Tensor,  # (N, L, D)
         mode: str,  # PolicyConfig.critic
+        semantic: torch.Tensor | None = None,  # (N, L) semantic-match indices (None without them)
     ) -> torch.Tensor:  # (N, L, D_critic)
         if self.critic_encoder is None:
             return actor_hidden if mode == "shared" else actor_hidden.detach()
         inputs = hf(self.critic_encoder).get_input_embeddings()(ids)
         if self.critic_match is not None and flags is not None:
             inputs = inputs + self.critic_match(flags).to(inputs.dtype)
+        if self.critic_semantic is not None and semantic is not None:
+            inputs = inputs + self.critic_semantic(semantic).to(inputs.dtype)
         hidden: torch.Tensor = self.critic_encoder(
             inputs_embeds=inputs, attention_mask=attention
         ).last_hidden_state

@@ -4,6 +4,7 @@ a tokenizer, and two ways to act (candidate scoring, the default, or generation)
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,8 @@ from distrl_core.policy.encoder import EncoderBackbone
 from distrl_core.policy.heads import PolicyHeads
 from distrl_core.policy.parts import ActingParts
 from distrl_core.policy.prompt import PROMPT_WORDS, EncodedStep, encode_scoring_step, last_actions
-from distrl_core.policy.subwords import build_tiny_base, load_subword_tokenizer
+from distrl_core.policy.semantic_match import step_semantic
+from distrl_core.policy.subwords import build_tiny_base, load_subword_tokenizer, tiny_base_salt
 from distrl_core.policy.tokenizer import build_word_tokenizer
 from distrl_core.policy.types import ActOutput, EvalOutput, StepInput
 from distrl_core.policy.vocabulary import vocabulary_words
@@ -99,7 +101,20 @@ def build_heads(config: PolicyConfig, model: nn.Module, tokenizer: Any) -> Polic
             hf(model).get_input_embeddings().embedding_dim,
             match_features=config.match_features and config.mode == "scoring",
             critic_encoder=critic_encoder,
+            semantic_match=_reads_semantic_match(config),
         )
+
+
+def _reads_semantic_match(config: PolicyConfig) -> bool:
+    """Whether the policy reads ``policy.semantic_match``'s feature (the tiny model on sub-words,
+    scoring, ``SubwordSettings.semantic_match``)."""
+    subwords = config.subwords
+    return (
+        subwords is not None
+        and subwords.semantic_match
+        and config.mode == "scoring"
+        and config.encoder is None
+    )
 
 
 def _pick_device(name: str) -> torch.device:
@@ -152,7 +167,8 @@ class Policy:
         elif config.base is None:
             tokenizer = _tiny_tokenizer(config, tokenizer)
             model = build_tiny_base(config, tokenizer)
-            base = BaseInfo("tiny", config.tiny.__dict__.copy(), hash_state_dict(model, repr(len(tokenizer))))
+            salt = tiny_base_salt(config, tokenizer)
+            base = BaseInfo("tiny", config.tiny.__dict__.copy(), hash_state_dict(model, salt))
         else:
             model, loaded = load_pretrained(config)
             processor = loaded if config.vision else None
@@ -248,7 +264,7 @@ class Policy:
         return generative.stop_ids(self.tokenizer)
 
     def _encode_uncached(self, instruction: str, ui_text: str, history: tuple[str, ...]) -> EncodedStep:
-        return encode_scoring_step(
+        step = encode_scoring_step(
             self.tokenizer,
             instruction,
             ui_text,
@@ -256,6 +272,13 @@ class Policy:
             screen_size=self.config.screen_size,
             max_tokens=self._max_tokens,
         )
+        if self.heads.semantic is None:
+            return step
+        # From the prompt's own elements: a function of (instruction, ui_text, history) alone, which
+        # a stored step holds, so the learner re-scoring it reads what the collector read.
+        assert self.config.subwords is not None  # _reads_semantic_match
+        semantic = step_semantic(self.config.subwords.source, instruction, step.elements, len(step.input_ids))
+        return dataclasses.replace(step, semantic=semantic)
 
     def encode(self, instruction: str, ui_text: str, history: Sequence[str] = ()) -> EncodedStep:
         return self._encode(instruction, ui_text, last_actions(history, self.config.history))

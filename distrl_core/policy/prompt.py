@@ -21,7 +21,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from distrl_core.policy.candidates import Candidate, build_candidates, find_candidate, parse_compact_tree
+from distrl_core.policy.candidates import (
+    Candidate,
+    ScreenLine,
+    build_candidates,
+    find_candidate,
+    parse_compact_tree,
+)
 from distrl_core.policy.tokenizer import match_flags
 
 __all__ = [
@@ -47,6 +53,12 @@ class EncodedStep:
     spans: tuple[tuple[int, int], ...]
     instruction_end: int  # position of the instruction's last token
     candidates: tuple[Candidate, ...]
+    # (first, end, label) of each screen element's segment with a non-empty label, in prompt order
+    # (tap candidates and static context lines alike): what ``policy.semantic_match`` compares to
+    # the instruction. Built from the same (instruction, ui_text, history) as the prompt.
+    elements: tuple[tuple[int, int, str], ...] = ()
+    # One semantic-match index per token (``policy.semantic_match``), None when the policy has none.
+    semantic: tuple[int, ...] | None = None
 
     def index_of(self, action_text: str, screen_size: tuple[int, int] = (1080, 2400)) -> int | None:
         """Which candidate is ``action_text`` (canonical action text; a point tap is the element
@@ -61,6 +73,17 @@ def scoring_segments(
     screen_size: tuple[int, int],
 ) -> tuple[list[str], list[int | None], list[Candidate]]:
     """Segment texts in prompt order, and for each segment its candidate number (None = context)."""
+    segments, owners, _, candidates = _segments_with_lines(instruction, ui_text, history, screen_size)
+    return segments, owners, candidates
+
+
+def _segments_with_lines(
+    instruction: str,
+    ui_text: str,
+    history: Sequence[str],
+    screen_size: tuple[int, int],
+) -> tuple[list[str], list[int | None], list[ScreenLine | None], list[Candidate]]:
+    """``scoring_segments`` plus, per segment, the screen line it shows (None: not an element)."""
     candidates = build_candidates(instruction, ui_text, screen_size=screen_size)
     by_line: dict[int, list[int]] = {}
     loose: list[int] = []
@@ -68,20 +91,25 @@ def scoring_segments(
         (by_line.setdefault(candidate.line, []) if candidate.line is not None else loose).append(number)
     segments = [f"task : {instruction}"]
     owners: list[int | None] = [None]
+    lines: list[ScreenLine | None] = [None]
     for action in history:
         segments.append(f"did : {action}")
         owners.append(None)
+        lines.append(None)
     for line in parse_compact_tree(ui_text):
         numbers = by_line.get(line.index)
         if numbers:
             segments += [candidates[n].text for n in numbers]
             owners += numbers
+            lines += [line] * len(numbers)
         else:
             segments.append(line.describe())
             owners.append(None)
+            lines.append(line)
     segments += [candidates[n].text for n in loose]
     owners += loose
-    return segments, owners, candidates
+    lines += [None] * len(loose)
+    return segments, owners, lines, candidates
 
 
 def encode_scoring_step(
@@ -94,7 +122,7 @@ def encode_scoring_step(
     max_tokens: int | None = None,
 ) -> EncodedStep:
     """Tokenize one scoring prompt and locate every candidate's tokens (any fast tokenizer)."""
-    segments, owners, candidates = scoring_segments(instruction, ui_text, history, screen_size)
+    segments, owners, lines, candidates = _segments_with_lines(instruction, ui_text, history, screen_size)
     text_parts: list[str] = []
     char_spans: list[tuple[int, int]] = []
     position = 0
@@ -118,8 +146,31 @@ def encode_scoring_step(
     flags = match_flags(text, offsets, instruction, instruction_chars)
     token_spans: list[tuple[int, int]] = [(0, 0)] * len(candidates)
     instruction_end = 0
+    elements: list[tuple[int, int, str]] = []
+    segment_tokens = _segment_tokens(char_spans, offsets)
+    for (first, last), (start_char, _), owner, line in zip(
+        segment_tokens, char_spans, owners, lines, strict=True
+    ):
+        if line is not None and line.label.strip() and last > first:
+            elements.append((first, last, line.label.strip()))
+        if owner is not None:
+            if last <= first:
+                raise ValueError(f"candidate {candidates[owner].text!r} produced no tokens")
+            token_spans[owner] = (first, last)
+        elif start_char == 0:
+            instruction_end = max(last - 1, 0)
+    return EncodedStep(
+        tuple(ids), tuple(flags), tuple(token_spans), instruction_end, tuple(candidates), tuple(elements)
+    )
+
+
+def _segment_tokens(
+    char_spans: Sequence[tuple[int, int]], offsets: Sequence[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """[first, last) token positions of each segment, from its characters and the tokens' offsets."""
+    out = []
     cursor = 0
-    for (start_char, end_char), owner in zip(char_spans, owners, strict=True):
+    for start_char, end_char in char_spans:
         first = cursor
         while first < len(offsets) and offsets[first][1] <= start_char:
             first += 1
@@ -127,13 +178,8 @@ def encode_scoring_step(
         while last < len(offsets) and offsets[last][0] < end_char:
             last += 1
         cursor = last
-        if owner is not None:
-            if last <= first:
-                raise ValueError(f"candidate {candidates[owner].text!r} produced no tokens")
-            token_spans[owner] = (first, last)
-        elif start_char == 0:
-            instruction_end = max(last - 1, 0)
-    return EncodedStep(tuple(ids), tuple(flags), tuple(token_spans), instruction_end, tuple(candidates))
+        out.append((first, last))
+    return out
 
 
 def last_actions(history: Sequence[str], count: int) -> tuple[str, ...]:

@@ -108,11 +108,17 @@ def _embed_with_dropout(parts: ActingParts, ids: torch.Tensor, flags: torch.Tens
 
 
 def _hidden_states(
-    parts: ActingParts, ids: torch.Tensor, flags: torch.Tensor, attention: torch.Tensor
-) -> torch.Tensor:
+    parts: ActingParts,
+    ids: torch.Tensor,  # (N, L)
+    flags: torch.Tensor,  # (N, L) match flags
+    attention: torch.Tensor,  # (N, L)
+    semantic: torch.Tensor | None = None,  # (N, L) semantic-match indices, or None (all NEUTRAL)
+) -> torch.Tensor:  # (N, L, D)
     inputs = _embed_with_dropout(parts, ids, flags)
     if parts.heads.match is not None:
         inputs = inputs + parts.heads.match(flags).to(inputs.dtype)
+    if parts.heads.semantic is not None and semantic is not None:
+        inputs = inputs + parts.heads.semantic(semantic).to(inputs.dtype)
     if parts.config.subwords is not None:
         # The decoder body alone (its last state equals the full model's, bit for bit): scores never
         # read the LM head, whose 30,522 sub-word rows cost ~2 GFLOP per update, more than the layers.
@@ -166,13 +172,26 @@ def score_steps(parts: ActingParts, encoded: Sequence[EncodedStep]) -> ScoredSte
     )
 
 
+def _semantic_rows(parts: ActingParts, encoded: Sequence[EncodedStep]) -> torch.Tensor | None:
+    """(N, L) semantic-match indices, padded with NEUTRAL; None when the heads read none."""
+    if parts.heads.semantic is None:
+        return None
+    if any(e.semantic is None for e in encoded):
+        raise ValueError(
+            "the policy reads the semantic match feature but a prompt was encoded without it: encode "
+            "through Policy.encode (it adds the feature when SubwordSettings.semantic_match is set)"
+        )
+    return _pad([e.semantic or () for e in encoded], 0, parts.device)
+
+
 def _score_padded(parts: ActingParts, encoded: Sequence[EncodedStep]) -> ScoredSteps:
     device = parts.device
     ids = _pad([e.input_ids for e in encoded], parts.tokenizer.pad_token_id or 0, device)
     flags = _pad([e.flags for e in encoded], 0, device)
     lengths = torch.tensor([len(e.input_ids) for e in encoded], device=device)
     attention = (torch.arange(ids.shape[1], device=device)[None, :] < lengths[:, None]).long()
-    hidden = _hidden_states(parts, ids, flags, attention).float()  # (N, L, D)
+    semantic = _semantic_rows(parts, encoded)  # (N, L) or None
+    hidden = _hidden_states(parts, ids, flags, attention, semantic).float()  # (N, L, D)
 
     width = max(len(e.spans) for e in encoded)
     starts = torch.zeros(len(encoded), width, dtype=torch.long)
@@ -189,7 +208,7 @@ def _score_padded(parts: ActingParts, encoded: Sequence[EncodedStep]) -> ScoredS
     scores = parts.heads.candidate_scores(hidden, starts, ends) / parts.config.temperature
 
     rows = torch.arange(len(encoded), device=device)
-    critic_hidden = parts.heads.critic_states(ids, flags, attention, hidden, parts.config.critic)
+    critic_hidden = parts.heads.critic_states(ids, flags, attention, hidden, parts.config.critic, semantic)
     values = parts.heads.state_value(critic_hidden[rows, lengths - 1])
     instruction_end = torch.tensor([e.instruction_end for e in encoded], device=device)
     traj_logits = parts.heads.trajectory_logit(critic_hidden[rows, instruction_end])

@@ -37,6 +37,7 @@ __all__ = [
     "read_word_embeddings",
     "scaled_to_std",
     "subword_table",
+    "tiny_base_salt",
 ]
 
 EMBEDDING_KEY = "embeddings.word_embeddings.weight"  # BERT-style word-piece embeddings (V, E)
@@ -154,3 +155,16 @@ def build_tiny_base(config: PolicyConfig, tokenizer: Any) -> nn.Module:
             embedding.weight[embedding.padding_idx].zero_()
     freeze_subword_table(model, config.subwords)
     return model
+
+
+def tiny_base_salt(config: PolicyConfig, tokenizer: Any) -> str:
+    """What the tiny base's hash mixes in beside its weights: the vocabulary size, and with the
+    semantic match feature (``SubwordSettings.semantic_match``) the encoder folder's content hash,
+    since the whole encoder (not only the word-piece table the weights hold) then shapes the
+    inputs: a version never loads onto another encoder's similarities. Without the feature the
+    salt is what it always was, so earlier versions keep their hashes."""
+    salt = repr(len(tokenizer))
+    if config.subwords is not None and config.subwords.semantic_match:
+        folder = resolve_checkpoint_dir(config.subwords.source).resolve()
+        salt += f" semantic {hash_checkpoint_files(folder)}"
+    return salt

@@ -43,7 +43,7 @@ from distrl_core.policy.backbone import (
 )
 from distrl_core.policy.config import PolicyConfig
 from distrl_core.policy.model import BaseInfo, Policy, build_heads
-from distrl_core.policy.subwords import build_tiny_base, freeze_subword_table
+from distrl_core.policy.subwords import build_tiny_base, freeze_subword_table, tiny_base_salt
 
 __all__ = ["BaseMismatchError", "PolicyFileError", "load_policy", "save_policy"]
 
@@ -167,7 +167,7 @@ def _build(directory: Path, config: PolicyConfig, base: dict[str, Any], base_ove
         tokenizer = processor.tokenizer
     if base["kind"] == "tiny":
         fresh = build_tiny_base(config, tokenizer)
-        actual = hash_state_dict(fresh, repr(len(tokenizer)))
+        actual = hash_state_dict(fresh, tiny_base_salt(config, tokenizer))
         subwords = "" if config.subwords is None else f" on the sub-words of {config.subwords.source}"
         _check_hash(
             base["hash"], actual, f"the tiny model {base['pointer']}{subwords}", directory,
