@@ -87,11 +87,12 @@ format: venv
 
 # Three pytest-xdist workers on the two cores: a large share of the suite waits on servers,
 # subprocesses and sockets, and the other workers use the cores meanwhile (docs/performance.md, "The
-# test suite": 1,195 s of pytest with three, ~1,320 s with two). Files are handed out one at a time,
-# the slow ones first; tests/conftest.py sets the groups and the order.
+# test suite"). Whole files are handed out (`loadfile`: a module's fixtures are built once), the
+# longest first, in the order tests/conftest.py gives them (tests/suite_seconds.txt);
+# --no-loadscope-reorder keeps that order (xdist would otherwise put the files with most tests first).
 # PYTEST_WORKERS=0 runs the suite in this process, one test after another.
 PYTEST_WORKERS ?= 3
-PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup
+PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: venv system-deps browser-deps postgres-deps pretrained-deps lint
 	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) --durations=30

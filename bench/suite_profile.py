@@ -2,6 +2,11 @@
 
     python -m bench.suite_profile --workers 2 --out suite_profile      # runs the suite (as `make test`)
     python -m bench.suite_profile --rows a.json b.json --out NAME      # summarises recorded rows
+    python -m bench.suite_profile --rows DIR/*.json --file-seconds tests/suite_seconds.txt
+
+`--file-seconds` also writes each test file's seconds (its tests' wall seconds, added), the files of
+10 s or more, longest first: tests/conftest.py hands the files to the pytest-xdist workers in
+that order (longest processing time first).
 
 Writes bench/results/NAME.json: the run's wall time and load, each tier's (top-level folder of
 tests/) test count, wall and CPU seconds, and the slowest tests with their CPU/wall ratio (a test
@@ -23,6 +28,13 @@ from pathlib import Path
 from bench._common import RESULTS, machine
 
 SLOWEST = 30
+FILE_SECONDS_MIN = 10.0
+FILE_SECONDS_HEADER = """\
+# Seconds of each test file (its tests' wall seconds, added) in one recorded `make test` run, the
+# files of 10 s or more, longest first. tests/conftest.py hands files to the pytest-xdist workers
+# in this order (longest processing time first), then the files not listed. Regenerate from a run's
+# rows: python -m bench.suite_profile --rows <SUITE_TIMING_DIR>/*.json --file-seconds <this file>
+"""
 
 
 def tier(nodeid: str) -> str:
@@ -56,9 +68,20 @@ def summarise(rows: dict[str, tuple[float, float]], wall_s: float | None) -> dic
     }
 
 
+def file_seconds(rows: dict[str, tuple[float, float]]) -> str:
+    """The text of tests/suite_seconds.txt: `seconds path` per line, longest first."""
+    files: dict[str, float] = defaultdict(float)
+    for nodeid, (wall, _) in rows.items():
+        files[nodeid.partition("::")[0]] += wall
+    longest = sorted(
+        ((s, f) for f, s in files.items() if s >= FILE_SECONDS_MIN), key=lambda sf: (-sf[0], sf[1])
+    )
+    return FILE_SECONDS_HEADER + "".join(f"{s:.0f} {f}\n" for s, f in longest)
+
+
 def run_suite(workers: int, extra: list[str]) -> tuple[dict[str, tuple[float, float]], float, int]:
     with tempfile.TemporaryDirectory(prefix="suite-timing-") as folder:
-        parallel = ["-n", str(workers), "--dist", "loadgroup"] if workers else []
+        parallel = ["-n", str(workers), "--dist", "loadfile", "--no-loadscope-reorder"] if workers else []
         argv = [sys.executable, "-m", "pytest", "-q", "-p", "bench._suite_timing", *parallel, *extra]
         start = time.perf_counter()
         code = subprocess.call(argv, env={**os.environ, "SUITE_TIMING_DIR": folder})
@@ -81,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--note", default="", help="what else ran on the machine (load), kept in the JSON")
     parser.add_argument("--out", default="suite_profile", help="the JSON's name, without .json")
     parser.add_argument("--results-dir", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--file-seconds", type=Path, help="also write each file's seconds here (tests/suite_seconds.txt)"
+    )
     parser.add_argument("pytest_args", nargs="*", help="after `--`: more pytest arguments")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
@@ -101,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(),
         **summarise(rows, wall and round(wall, 1)),
     }
+    if args.file_seconds:
+        args.file_seconds.write_text(file_seconds(rows))
     out = args.results_dir / f"{args.out}.json"
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"{out}: {result['tests']} tests, run {result['run_wall_s']} s, CPU {result['sum_test_cpu_s']} s")

@@ -8,6 +8,7 @@ a storage or env test does not pay for torch and transformers.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -65,21 +66,37 @@ def sim_rows(tokenizer):
     return _rollout_rows(tokenizer, tasks, seed=3)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Order and group the suite for `make test`'s two pytest-xdist workers (`--dist loadgroup`).
+# Seconds of the test files that take 10 s or more (tests/suite_seconds.txt: `seconds path` lines).
+_FILE_SECONDS = Path(__file__).with_name("suite_seconds.txt")
 
-    - The slow tests go first, the real multi-process runs (`integration`, minutes each) first of
-      all, so that the short ones fill the gaps at the end instead of one worker finishing a long
-      run alone.
-    - A file's tests run on one worker, so a module-scoped fixture (a server stack, a trained
-      policy) is built once, as in a serial run.
+
+def _file_seconds() -> dict[str, float]:
+    lines = _FILE_SECONDS.read_text().splitlines() if _FILE_SECONDS.exists() else []
+    pairs = (line.split(maxsplit=1) for line in lines if line.strip() and not line.startswith("#"))
+    return {path: float(seconds) for seconds, path in pairs}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order the suite for `make test`'s pytest-xdist workers (`--dist loadfile
+    --no-loadscope-reorder`; docs/performance.md, "The test suite").
+
+    - A file's tests run on one worker (`loadfile`), so a module-scoped fixture (a server stack, a
+      trained policy) is built once, as in a serial run.
+    - The longest files go first (longest processing time first), by the seconds each took in a
+      recorded run (tests/suite_seconds.txt), so that the short ones fill the gaps at the end
+      instead of one worker finishing a five-minute run alone. Files not listed follow: their slow
+      tests first, the multi-process `integration` runs first of all. xdist hands the files out in
+      the order of their first test here (`--no-loadscope-reorder`: by default it re-sorts them by
+      their number of tests, the longest runs, one test each, last).
     - The tests that build network namespaces run side by side like any other: each takes its
       subnet under `bench.netns.subnet_lock`, so two never pick the same one.
     """
+    seconds = _file_seconds()
 
-    def rank(item: pytest.Item) -> tuple[bool, bool]:
-        return item.get_closest_marker("slow") is None, item.get_closest_marker("integration") is None
+    def rank(item: pytest.Item) -> tuple[float, str, bool, bool]:
+        file = item.nodeid.partition("::")[0]
+        slow, integration = item.get_closest_marker("slow"), item.get_closest_marker("integration")
+        listed = file if file in seconds else ""  # a listed file's tests stay together
+        return -seconds.get(file, 0.0), listed, slow is None, integration is None
 
     items.sort(key=rank)  # stable: file order within a rank
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(item.nodeid.partition("::")[0]))
