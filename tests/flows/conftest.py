@@ -76,6 +76,9 @@ def small_validation_demo(selection: str, **overrides: object) -> object:
         learner=LearnerParams(updates_per_block=2, publish_every_updates=2, batch_size=4, max_updates=4),
         replay=ReplaySettings(min_size_steps=20, samples_per_insert=None),
         evaluator_process=False,
+        # The run waits for the evaluator's last score: at niceness 19 (the default; the thread's
+        # own test is tests/integration/test_processes.py) it waited on the suite's other workers.
+        evaluator_nice=0,
         evaluator=EvaluatorParams(
             split=heldout_split(TrainLocalParams(validation=True, validation_split=selection)),
             episodes_per_task=1,

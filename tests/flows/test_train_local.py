@@ -28,7 +28,10 @@ def _small_run(**overrides) -> TrainLocalParams:
 
 @pytest.mark.slow
 def test_async_run_publishes_versions_that_collectors_pick_up(embedded_home: Path) -> None:
-    result = train_local(_small_run(), show_progress=False)
+    # The evaluator in its child process (the default) at the rest's niceness: at 19 (the default,
+    # tests/flows/test_evaluator.py) it got next to no CPU beside the suite's other workers, and
+    # the run's last evaluation held this test for minutes (244 s in a whole `make test`).
+    result = train_local(_small_run(evaluator_nice=0), show_progress=False)
     published = result["learner"]["published"]
     assert len(published) >= 2, result["learner"]
     registry = PolicyRegistry()
