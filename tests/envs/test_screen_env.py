@@ -119,7 +119,10 @@ def test_one_episode_from_screenshots_over_the_fake_adb_server(
     def unused(self: AdbDeviceLink) -> None:
         raise AssertionError("the other form of screencap was used")
 
-    monkeypatch.setattr(AdbDeviceLink, "screenshot" if not keep else "screenshot_pixels", unused)
+    if keep:
+        monkeypatch.setattr(AdbDeviceLink, "screenshot_pixels", unused)
+    else:
+        monkeypatch.setattr(AdbDeviceLink, "screenshot", unused)
     server = start_fake_adb(devices=1, screen_scale=0.5, simdroid=SimDroidConfig(font=DEJAVU_SANS))
     env = make_env(
         AdbEnvConfig(
