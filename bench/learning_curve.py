@@ -304,13 +304,20 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (one torch thread each)")
     parser.add_argument("--out", default="bench/results/learning_curve.json")
+    parser.add_argument(
+        "--keep-warm",
+        metavar="DIR",
+        help="keep the warm-start policies as saved versions in DIR/<family>-<seed> (default: a temporary "
+        "folder, removed), e.g. for `python -m bench.free_phrasings --policy-dir`",
+    )
     args = parser.parse_args(argv)
     _quiet_worker()
     curve = curve_settings(args)
     settings = {**vars(args), "learner": curve.learner, "warm": curve.warm}  # as the JSON records them
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="learning-curve-") as tmp:
-        directory = {(f, s): str(Path(tmp) / f"{f}-{s}") for f in args.family for s in args.seeds}
+        root = Path(args.keep_warm or tmp)
+        directory = {(f, s): str(root / f"{f}-{s}") for f in args.family for s in args.seeds}
         warm = run_jobs(warm_start_job, [(f, s, curve, directory[f, s]) for f, s in directory], args.jobs)
         for w in warm:
             print(
