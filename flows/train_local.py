@@ -71,6 +71,18 @@ def _collector_params(params: TrainLocalParams, index: int) -> CollectorParams:
     )
 
 
+def warm_start_config(params: TrainLocalParams) -> WarmStartConfig:
+    """The warm start of a run: on its trained split, observed as its collectors observe."""
+    return WarmStartConfig(
+        family=params.family,
+        split=trained_split(params),
+        updates=params.warm_start_updates,
+        noise=params.warm_start_noise,
+        seed=params.seed,
+        observation=params.observation,
+    )
+
+
 @flow(name="train_local")
 def train_local(params: TrainLocalParams | None = None, show_progress: bool = True) -> dict:
     params = params or TrainLocalParams()
@@ -79,13 +91,7 @@ def train_local(params: TrainLocalParams | None = None, show_progress: bool = Tr
     warm = registry.resolve("latest")
     if warm is None:
         warm = warm_start_policy(
-            WarmStartConfig(
-                family=params.family,
-                split=trained_split(params),
-                updates=params.warm_start_updates,
-                noise=params.warm_start_noise,
-                seed=params.seed,
-            ),
+            warm_start_config(params),
             policy_config_for(
                 params.base,
                 params.seed,

@@ -58,8 +58,9 @@ class TrainLocalParams(BaseModel):
     store_uri: str | None = Field(None, description="Trajectory store (default: DISTRL_STORE_URI).")
     observation: ObservationKind = Field(
         "tree",
-        description="What collectors and the evaluator read elements from: the UI dump ('tree') or an "
-        "OCR of the screenshot ('screen'; the warm start's demonstrations stay on the tree).",
+        description="What the warm start's demonstrations, collectors and the evaluator read elements "
+        "from: the UI dump ('tree') or an OCR of the screenshot ('screen'; the warm start's expert then acts "
+        "through the OCR's elements, every demonstrated step read by the OCR: WarmStartConfig.observation).",
     )
     warm_start_updates: int = Field(
         300,

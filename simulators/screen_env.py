@@ -15,19 +15,22 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import random
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from distrl_core.envs.action_rules import ActionKind
-from distrl_core.envs.actions import Action, parse_action
+from distrl_core.envs.actions import Action, format_action, parse_action
 from distrl_core.envs.kinds import EnvKind
-from distrl_core.envs.observation import Observation
+from distrl_core.envs.observation import Bounds, Observation, UIElement
 from distrl_core.envs.protocol import Environment, StepResult, Task
 from distrl_core.envs.screen import ScreenConfig, as_executed, find_text, screen_elements, screen_observation
+from distrl_core.policy.types import ActOutput
 from simulators.ocr import OcrReader
 from simulators.sim_env import SimDroidEnvConfig
 from simulators.simdroid.device import SimDroid
 
-__all__ = ["ScreenEnv", "on_screen", "readable_sim_config", "screen_envs"]
+__all__ = ["ScreenEnv", "box_at", "on_screen", "readable_sim_config", "screen_envs", "screen_expert_actor"]
 
 
 class ScreenEnv:
@@ -119,14 +122,74 @@ def readable_sim_config(config: SimDroidEnvConfig, pngs: bool = True) -> SimDroi
 
 
 def on_screen(action: Action, truth: SimDroid, observation: Observation) -> Action:
-    """A SimDroid element tap (``action``, numbered in ``truth``'s element list) as the element of
-    the screen observation that reads the same text: how the scripted expert acts from screenshots
-    (tests, ``bench/ocr_screens.py``). Other actions, point taps included, are unchanged; an element
-    the OCR did not read becomes an invalid action saying so, never the truth's coordinates."""
+    """A SimDroid element tap (``action``, numbered in ``truth``'s element list) as an element of
+    the screen observation: how the scripted expert acts from screenshots (tests, the warm start
+    on screen observations, ``bench/ocr_screens.py``). Other actions, point taps included, are
+    unchanged.
+
+    The element that reads the truth element's text wins (``find_text``). When none does (an icon
+    the OCR reads as another glyph: the Clock's *Add alarm* "+" read as ``O``), the box read where
+    the truth element is drawn stands for it (``box_at``). An element with neither becomes an
+    invalid action saying so, never the truth's coordinates."""
     if action.kind not in (ActionKind.TAP, ActionKind.LONG_PRESS) or action.index is None:
         return action
-    label = truth.elements()[action.index].label
-    found = find_text(observation.elements, label)
+    element = truth.elements()[action.index]
+    found = find_text(observation.elements, element.label)
     if found is None:
-        return Action.invalid(str(action), f"no element of the screen reads {label!r}")
+        found = box_at(observation.elements, element.bounds)
+    if found is None:
+        return Action.invalid(
+            str(action), f"no element of the screen reads {element.label!r} or lies where it is drawn"
+        )
     return Action(action.kind, index=found)
+
+
+def box_at(elements: Sequence[UIElement], bounds: Bounds) -> int | None:
+    """The index of the element read where ``bounds`` (a truth element's box) is drawn, both in the
+    screen's pixels (x2, y2 exclusive), or None.
+
+    Only an element whose own centre lies inside ``bounds`` qualifies: a tap on it (executed on
+    that centre) lands on the truth element. Among those, one whose box holds ``bounds``'s centre
+    wins, the smallest such box if several; else the one whose box overlaps ``bounds`` most (by
+    intersection area); ties go to the first in reading order."""
+    x1, y1, x2, y2 = bounds
+    cx, cy = (x1 + x2) // 2, (y1 + y2) // 2
+
+    def inside(x: int, y: int, box: Bounds) -> bool:
+        return box[0] <= x < box[2] and box[1] <= y < box[3]
+
+    def area(box: Bounds) -> int:
+        return max(0, box[2] - box[0]) * max(0, box[3] - box[1])
+
+    def overlap(box: Bounds) -> int:
+        return area((max(x1, box[0]), max(y1, box[1]), min(x2, box[2]), min(y2, box[3])))
+
+    landing = [i for i, e in enumerate(elements) if inside(*e.center, bounds)]
+    holding = [i for i in landing if inside(cx, cy, elements[i].bounds)]
+    if holding:
+        return min(holding, key=lambda i: (area(elements[i].bounds), i))
+    if landing:
+        return min(landing, key=lambda i: (-overlap(elements[i].bounds), i))
+    return None
+
+
+def screen_expert_actor(noise: float, seed: int) -> Any:
+    """The noisy scripted expert acting through the screen observation's elements: its action is
+    chosen on the device (``expert_action``), then an element tap becomes the box the OCR read for
+    it (``on_screen``), or an invalid action where none was read. An ``ActFn`` for ``run_episodes``
+    over ``ScreenEnv``s of SimDroid (the warm start's demonstrations under ``observation="screen"``);
+    its random draws are those of ``rollout.expert_actor`` for the same seed."""
+    from simulators.simdroid.expert import expert_action
+
+    rng = random.Random(seed)
+
+    def act(envs: list[Any], observations: list[Observation]) -> list[ActOutput]:
+        outputs = []
+        for env, observation in zip(envs, observations, strict=True):
+            phone = env.device
+            chosen = expert_action(phone, env.task, noise=noise, rng=rng if noise > 0 else None)
+            action = on_screen(chosen, phone, observation)
+            outputs.append(ActOutput(format_action(action), action, 0.0, 0, 0.0, 0.0))
+        return outputs
+
+    return act

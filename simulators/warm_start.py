@@ -9,6 +9,7 @@ success that RL then improves, not an imitation of the expert.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import torch
 
 from distrl_core.algos.masking import masked_mean
 from distrl_core.envs.protocol import Task
+from distrl_core.envs.screen import OBSERVATION_KINDS, ObservationKind
 from distrl_core.learner.batch import StepBatch
 from distrl_core.learner.precision import refuse_outer_autocast
 from distrl_core.policy.defaults import training_defaults
@@ -56,6 +58,15 @@ class WarmStartConfig:
       sentence embedding of the instruction (cosine distance). 0 (the default): none. Needs a policy
       on an encoder's sub-words (``PolicyConfig.subwords``, base "tiny-minilm"), whose encoder gives
       the targets, trained on whole batches (no micro-batching).
+    - ``observation``: what the demonstrations' observations read elements from: the UI dump
+      ("tree", the default) or an OCR of the screenshot ("screen"), as the run's collectors and
+      evaluator do (``TrainLocalParams.observation``). A policy trained on the tree's elements meets
+      other text on the screen (upper-case titles, fused words, no icon-only elements) and starts
+      far lower there; on "screen" the expert acts through the OCR's elements
+      (``screen_env.on_screen``), so SFT learns the taps the screen offers. Its cost is CPU: every
+      demonstrated step's screenshot is read by the OCR (~0.65 s for a screen never read before,
+      far less once its bands and lines are cached), by the process's one reader
+      (``simulators.ocr.shared_reader``), whose caches the run's collectors then reuse.
     """
 
     family: str | None = "general"
@@ -74,6 +85,7 @@ class WarmStartConfig:
     micro_batch_size: int | None = None
     max_micro_batch_tokens: int | None = None
     distill_weight: float = 0.0
+    observation: ObservationKind = "tree"
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.noise <= 1.0:
@@ -91,6 +103,10 @@ class WarmStartConfig:
             raise ValueError(
                 f"WarmStartConfig.distill_weight must be >= 0 (0: none), got {self.distill_weight}"
             )
+        if self.observation not in OBSERVATION_KINDS:
+            raise ValueError(
+                f"WarmStartConfig.observation must be one of {OBSERVATION_KINDS}, got {self.observation!r}"
+            )
         for name in ("backbone_lr", "micro_batch_size", "max_micro_batch_tokens"):
             if getattr(self, name) is not None and not getattr(self, name) > 0:
                 raise ValueError(f"WarmStartConfig.{name} must be None (from the base) or > 0")
@@ -99,13 +115,21 @@ class WarmStartConfig:
 def collect_demonstrations(
     config: WarmStartConfig, tasks: Sequence[Task] | None = None, env: SimDroidEnvConfig | None = None
 ) -> RolloutResult:
-    """Noisy-expert episodes on ``config.split`` (``tasks`` overrides), as schema rows."""
+    """Noisy-expert episodes on ``config.split`` (``tasks`` overrides), as schema rows; under
+    ``config.observation="screen"`` observed through the OCR (``env`` is then read from its
+    screenshots: see ``WarmStartConfig``)."""
     tasks = list(tasks) if tasks is not None else load_tasks(config.family, config.split)
     env = env or SimDroidEnvConfig(
         device=SimDroidConfig(distractor_prob=0.1), screenshots=False, ui_xml=False
     )
+    actor = expert_actor(config.noise, config.seed)
+    if config.observation == "screen":
+        from simulators.screen_env import screen_expert_actor
+
+        env = dataclasses.replace(env, observation="screen")
+        actor = screen_expert_actor(config.noise, config.seed)
     rollout = RolloutConfig(env=env, parallel_envs=1, seed=config.seed, policy_name="scripted-expert")
-    return run_episodes(expert_actor(config.noise, config.seed), tasks * config.episodes_per_task, rollout)
+    return run_episodes(actor, tasks * config.episodes_per_task, rollout)
 
 
 def supervised_warm_start(
