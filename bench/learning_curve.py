@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> None:
         "--keep-warm",
         metavar="DIR",
         help="keep the warm-start policies as saved versions in DIR/<family>-<seed> (default: a temporary "
-        "folder, removed), e.g. for `python -m bench.free_phrasings --policy-dir`",
+        "folder, removed), e.g. for the free-phrasings bench's --policy-dir",
     )
     args = parser.parse_args(argv)
     _quiet_worker()

@@ -21,8 +21,9 @@ import os
 import statistics
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
+
+from bench._common import write_result
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -132,10 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         "results": results,
         "ratios": ratios,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(payload, indent=2))
-    print(f"wrote {out}")
+    print(f"wrote {write_result(args.out, payload)}")
     return 0
 
 

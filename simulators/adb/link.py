@@ -12,8 +12,9 @@ import logging
 import re
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import adbutils
 import numpy as np
@@ -34,6 +35,7 @@ from simulators.adb.frames import frame_problem
 from simulators.screen_frames import RawScreencapError, is_blank, parse_screencap
 
 logger = logging.getLogger(__name__)
+_Frame = TypeVar("_Frame")  # what a capture returns: PNG bytes or an RGB array
 
 MAX_BACKOFF_S = 8.0
 _SIZE = re.compile(r"(?:Override|Physical) size: (\d+)x(\d+)")
@@ -193,41 +195,39 @@ class AdbDeviceLink:
 
     # -- observation ----------------------------------------------------------------------------
     def screenshot(self) -> bytes:
-        problem = ""
-        for attempt in range(self.config.screenshot_retries + 1):
-            if attempt:
-                time.sleep(self.config.retry_delay_s)
-            png = self.shell("screencap -p", idempotent=True).stdout
+        def check(png: bytes) -> tuple[bytes | None, str]:
             problem = frame_problem(png) or ""
-            if not problem:
-                return png
-            logger.info("bad frame from %s (%s), attempt %d", self.where, problem, attempt + 1)
-        raise ScreenshotError(
-            f"screencap on {self.where} gave a bad frame {self.config.screenshot_retries + 1} times (last: {problem}); "
-            "wake the screen (`input keyevent KEYCODE_WAKEUP`) or restart the emulator",
-            self.serial,
-        )
+            return (None if problem else png), problem
+
+        return self._capture("screencap -p", check)
 
     def screenshot_pixels(self) -> np.ndarray[Any, Any]:
         """The screen as RGB pixels from raw ``screencap`` (no ``-p``): the phone skips its PNG
         encoding, the slowest part of a capture, and nobody decodes one. Retried as
         :meth:`screenshot` retries a bad frame (short, unparseable, all black or all white)."""
+
+        def check(raw: bytes) -> tuple[np.ndarray[Any, Any] | None, str]:
+            try:
+                pixels = parse_screencap(raw)
+            except RawScreencapError as error:
+                return None, str(error)
+            return (None, "all-black or all-white frame") if is_blank(pixels) else (pixels, "")
+
+        return self._capture("screencap", check)
+
+    def _capture(self, command: str, check: Callable[[bytes], tuple[_Frame | None, str]]) -> _Frame:
+        """``command``'s output as ``check`` reads it, captured again after a bad frame, up to
+        ``screenshot_retries`` times (a screen mid-animation or asleep gives one)."""
         problem = ""
         for attempt in range(self.config.screenshot_retries + 1):
             if attempt:
                 time.sleep(self.config.retry_delay_s)
-            raw = self.shell("screencap", idempotent=True).stdout
-            try:
-                pixels = parse_screencap(raw)
-            except RawScreencapError as error:
-                problem = str(error)
-            else:
-                problem = "all-black or all-white frame" if is_blank(pixels) else ""
-                if not problem:
-                    return pixels
-            logger.info("bad raw frame from %s (%s), attempt %d", self.where, problem, attempt + 1)
+            frame, problem = check(self.shell(command, idempotent=True).stdout)
+            if frame is not None:
+                return frame
+            logger.info("bad frame from %s (%s), attempt %d", self.where, problem, attempt + 1)
         raise ScreenshotError(
-            f"screencap on {self.where} gave a bad frame {self.config.screenshot_retries + 1} times (last: {problem}); "
+            f"{command} on {self.where} gave a bad frame {self.config.screenshot_retries + 1} times (last: {problem}); "
             "wake the screen (`input keyevent KEYCODE_WAKEUP`) or restart the emulator",
             self.serial,
         )
