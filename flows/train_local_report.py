@@ -25,15 +25,19 @@ def final_report(
     if report is None:
         report = evaluate_version(final, **protocol.evaluation_args(), in_distribution=False)
         record_evaluation(report)
-    inside = evaluate_version(
-        final,
-        split=in_distribution_split(protocol.split),
-        family=protocol.family,
-        seed=IN_DISTRIBUTION_SEED,
-        episodes_per_task=1,
-        in_distribution=False,
-    )
+    inside = evaluate_version(final, **in_distribution_args(protocol), in_distribution=False)
     return report | {"in_distribution": {k: v for k, v in inside.items() if k in (*_SUMMARY_KEYS, "split")}}
+
+
+def in_distribution_args(protocol: EvaluatorParams) -> dict[str, Any]:
+    """`evaluate_version`'s arguments for the tasks trained on beside the held-out ones: the
+    protocol's own (its observation above all: a screen-observed run is scored on the screen), one
+    episode per task under fresh seeds."""
+    return protocol.evaluation_args() | {
+        "split": in_distribution_split(protocol.split),
+        "seed": IN_DISTRIBUTION_SEED,
+        "episodes_per_task": 1,
+    }
 
 
 _SUMMARY_KEYS = ("success", "ci_low", "ci_high", "episodes", "episodes_per_task", "families", "family_ci")
