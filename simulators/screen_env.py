@@ -128,8 +128,8 @@ def on_screen(action: Action, truth: SimDroid, observation: Observation) -> Acti
     unchanged.
 
     The element that reads the truth element's text wins (``find_text``). When none does (an icon
-    the OCR reads as another glyph: the Clock's *Add alarm* "+" read as ``O``), the box read where
-    the truth element is drawn stands for it (``box_at``). An element with neither becomes an
+    the OCR reads as another glyph), the box read where the truth element is drawn stands for it
+    (``box_at``); the Clock's *Add alarm* icon has neither, since the OCR reads no box there. An element with neither becomes an
     invalid action saying so, never the truth's coordinates."""
     if action.kind not in (ActionKind.TAP, ActionKind.LONG_PRESS) or action.index is None:
         return action
