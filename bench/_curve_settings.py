@@ -60,6 +60,10 @@ class CurveSettings:
     """SFT updates of the warm start every method of a seed starts from."""
     warm_start_noise: float = 0.3
     """Share of noisy actions in the warm start's scripted demonstrations."""
+    paraphrase: float = 0.0
+    """Probability that a training episode's instruction (the warm start's demonstrations and the
+    rounds' collected episodes) is replaced by a paraphrase (simulators.simdroid.paraphrase); the
+    held-out evaluations keep the tasks' own texts."""
     learner: dict[str, Any] = field(default_factory=dict)
     """LearnerConfig overrides applied to every method (after the method's own) whose algorithm
     reads them: a field of one algorithm's loss (e.g. ``decoupled_retrace``) leaves the methods of
@@ -97,6 +101,8 @@ class CurveSettings:
             )
         if self.validation_words and self.validation_unseen:
             raise ValueError("--validation-words and --validation-unseen are two selections: pick one")
+        if not 0.0 <= self.paraphrase <= 1.0:
+            raise ValueError(f"--paraphrase {self.paraphrase} is a probability: give 0-1")
         if self.encoder_layers < 0:
             raise ValueError(f"encoder_layers={self.encoder_layers} must be >= 0 (0: the heads alone)")
         # A bad override fails here, in the parent, not in every worker process.
@@ -168,6 +174,13 @@ def add_curve_arguments(parser: argparse.ArgumentParser, *, env_steps: int = 800
     )
     parser.add_argument("--warm-start-updates", type=int, default=40)
     parser.add_argument("--warm-start-noise", type=float, default=0.3)
+    parser.add_argument(
+        "--paraphrase",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="probability that a training episode's instruction (warm start and rounds) is a paraphrase",
+    )
     parser.add_argument(
         "--validation", action="store_true", help="evaluate on a validation split of train, not on test"
     )

@@ -137,7 +137,7 @@ def warm_start_job(family: str, seed: int, settings: CurveSettings, directory: s
         noise=settings.warm_start_noise,
         updates=settings.warm_start_updates,
         seed=seed,
-        **settings.warm,
+        **({"paraphrase": settings.paraphrase} | settings.warm),
     )
     train, held = settings.splits(family)
     demos = collect_demonstrations(warm, tasks=train)
@@ -172,6 +172,7 @@ def method_job(family: str, seed: int, method: str, settings: CurveSettings, dir
         train_eval_tasks=settings.train_eval_tasks,
         eval_episodes_per_task=settings.eval_episodes,
         seed=seed,
+        paraphrase=settings.paraphrase,
     )
     train, held = settings.splits(family)
 

@@ -65,6 +65,7 @@ def _collector_params(params: TrainLocalParams, index: int) -> CollectorParams:
         step_latency_s=params.step_latency_s,
         task_latency_sigma=params.task_latency_sigma,
         observation=params.observation,
+        paraphrase=params.paraphrase,
         # One batch per task run: in one process a new version reaches the collectors a batch
         # later, not a ~20 s task run later (the policy lag the demo's results were measured with).
         task_run_seconds=0.0,
@@ -80,6 +81,7 @@ def warm_start_config(params: TrainLocalParams) -> WarmStartConfig:
         noise=params.warm_start_noise,
         seed=params.seed,
         observation=params.observation,
+        paraphrase=params.paraphrase,
     )
 
 

@@ -74,6 +74,14 @@ class TrainLocalParams(BaseModel):
     warm_start_noise: float = Field(
         0.3, ge=0, le=1, description="Noise of the scripted expert's demonstrations."
     )
+    paraphrase: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Probability that a training episode's instruction (the warm start's demonstrations and "
+        "the collectors' episodes) is replaced by a paraphrase: another phrasing SimDroid's free-text parser "
+        "reads as the same task (simulators.simdroid.paraphrase). Held-out scores keep the tasks' own texts.",
+    )
     base: str | None = Field(
         None,
         description="Pretrained base of the warm start's policy: 'minilm' (the packaged all-MiniLM-L6-v2 "

@@ -15,7 +15,7 @@ from ops.cli_options import ModelOptions
 
 # The fields of a flow's parameter model each command offers (their defaults and help: the model's).
 _VALIDATION = ("validation", "validation_split")
-_BASE = ("base", "encoder_layers", "encoder_candidates", "warm_start_updates")
+_BASE = ("base", "encoder_layers", "encoder_candidates", "warm_start_updates", "paraphrase")
 DEMO_FIELDS = ("minutes", "collectors", "sync", "seed", "observation", *_BASE, *_VALIDATION)
 TRAIN_LOCAL_FIELDS = ("minutes", "collectors", "sync", "observation", *_BASE, *_VALIDATION)
 RETRAIN_FIELDS = (

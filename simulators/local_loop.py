@@ -7,6 +7,7 @@ what the learning test and ``bench/learning_curve.py`` run. The distributed syst
 
 from __future__ import annotations
 
+import random
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -26,6 +27,7 @@ from simulators.evaluation import HELDOUT_SEED, IN_DISTRIBUTION_SEED, estimate_s
 from simulators.rollout import ActFn, Actor, RolloutConfig, RolloutResult, run_episodes
 from simulators.sim_env import SimDroidEnvConfig
 from simulators.simdroid.device import SimDroidConfig
+from simulators.simdroid.paraphrase import paraphrase_tasks, validate_probability
 from simulators.simdroid.tasks import load_tasks
 
 __all__ = ["InMemoryReplay", "LoopConfig", "RoundResult", "evaluate_success", "train_rounds"]
@@ -100,6 +102,9 @@ class LoopConfig:
       slowed on purpose, as collectors far behind it; bench/staleness.py). The rows carry that old
       version, so set ``LearnerConfig.max_policy_lag`` to at least this, or they are masked out.
     - ``seed``: task order, rollouts and replay sampling.
+    - ``paraphrase``: probability (0-1) that a collected episode's instruction is replaced by a
+      paraphrase (``simulators.simdroid.paraphrase``; its own random stream, so 0 collects as
+      before); evaluations, the train-task probe included, keep the tasks' own instructions.
 
     Collection and evaluation use the learner's published weights (``Learner.averaged``), as the
     distributed collectors and evaluations do.
@@ -126,6 +131,10 @@ class LoopConfig:
         )
     )
     seed: int = 0
+    paraphrase: float = 0.0
+
+    def __post_init__(self) -> None:
+        validate_probability("LoopConfig", self.paraphrase)
 
 
 @dataclass(frozen=True)
@@ -181,8 +190,9 @@ def train_rounds(
         on_round(results[0])
     env_steps = episodes = 0
     published = _Published(learner, config.behaviour_lag)
+    rephrase = random.Random(f"paraphrase/{config.seed}")
     for round_index in range(1, config.rounds + 1):
-        collected = _collect_round(learner, config, train_tasks, rng, published)
+        collected = _collect_round(learner, config, train_tasks, rng, published, rephrase)
         replay.add(collected.rows)
         if options_active(learner.config):  # every collected episode counts, not just the replayed
             ok = [e for e in collected.episodes if e.status == "ok"]
@@ -281,6 +291,7 @@ def _collect_round(
     train_tasks: Sequence[Task],
     rng: np.random.Generator,
     published: _Published,
+    rephrase: random.Random | None = None,
 ) -> RolloutResult:
     """One round's episodes with the published weights: random train tasks (weighted by the failure
     curriculum when it is on), or (an algorithm that needs groups: gigpo) groups of one task under
@@ -299,6 +310,8 @@ def _collect_round(
     else:
         picks = rng.choice(len(train_tasks), size=config.episodes_per_round, p=probabilities)
         tasks = [train_tasks[i] for i in picks]
+    if rephrase is not None:  # same ids and params: the curriculum and groups see the tasks as picked
+        tasks = paraphrase_tasks(tasks, config.paraphrase, rephrase)
     with published.acting() as (policy, version):
         rollout = RolloutConfig(
             env=config.env,

@@ -27,6 +27,7 @@ from distrl_core.policy.model import Policy
 from simulators.rollout import RolloutConfig, RolloutResult, expert_actor, run_episodes
 from simulators.sim_env import SimDroidEnvConfig
 from simulators.simdroid.device import SimDroidConfig
+from simulators.simdroid.paraphrase import paraphrase_tasks, validate_probability
 from simulators.simdroid.tasks import load_tasks
 
 __all__ = ["WarmStartConfig", "collect_demonstrations", "supervised_warm_start"]
@@ -67,6 +68,13 @@ class WarmStartConfig:
       demonstrated step's screenshot is read by the OCR (~0.65 s for a screen never read before,
       far less once its bands and lines are cached), by the process's one reader
       (``simulators.ocr.shared_reader``), whose caches the run's collectors then reuse.
+    - ``paraphrase``: probability (0-1) that a demonstration's instruction is replaced by a
+      paraphrase (``simulators.simdroid.paraphrase``: another request frame, verb, word order, time
+      or percentage form, read back by the free-text parser as the same task); the task's params,
+      and so the success rules, stay. 0 (the default): the templates' texts only. The tiny-minilm
+      base reads new words through MiniLM's fixed word-piece table; the word-vocabulary ``tiny``
+      base keeps the vocabulary fitted on the train tasks' texts, so a paraphrase's words outside it
+      read as the unknown word (as a held-out phrasing's do).
     """
 
     family: str | None = "general"
@@ -86,8 +94,10 @@ class WarmStartConfig:
     max_micro_batch_tokens: int | None = None
     distill_weight: float = 0.0
     observation: ObservationKind = "tree"
+    paraphrase: float = 0.0
 
     def __post_init__(self) -> None:
+        validate_probability("WarmStartConfig", self.paraphrase)
         if not 0.0 <= self.noise <= 1.0:
             raise ValueError(f"WarmStartConfig.noise is a probability, got {self.noise}")
         if self.episodes_per_task < 1 or self.updates < 0 or self.batch_size < 1 or not self.lr > 0:
@@ -117,7 +127,8 @@ def collect_demonstrations(
 ) -> RolloutResult:
     """Noisy-expert episodes on ``config.split`` (``tasks`` overrides), as schema rows; under
     ``config.observation="screen"`` observed through the OCR (``env`` is then read from its
-    screenshots: see ``WarmStartConfig``)."""
+    screenshots: see ``WarmStartConfig``). With ``config.paraphrase``, each episode's instruction
+    is paraphrased with that probability (its own draws: 0 leaves the episodes as they were)."""
     tasks = list(tasks) if tasks is not None else load_tasks(config.family, config.split)
     env = env or SimDroidEnvConfig(
         device=SimDroidConfig(distractor_prob=0.1), screenshots=False, ui_xml=False
@@ -129,7 +140,10 @@ def collect_demonstrations(
         env = dataclasses.replace(env, observation="screen")
         actor = screen_expert_actor(config.noise, config.seed)
     rollout = RolloutConfig(env=env, parallel_envs=1, seed=config.seed, policy_name="scripted-expert")
-    return run_episodes(actor, tasks * config.episodes_per_task, rollout)
+    episodes = paraphrase_tasks(
+        tasks * config.episodes_per_task, config.paraphrase, random.Random(f"paraphrase/{config.seed}")
+    )
+    return run_episodes(actor, episodes, rollout)
 
 
 def supervised_warm_start(

@@ -22,14 +22,16 @@ from typing import Any
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from distrl_core.envs.kinds import EnvKind
 from distrl_core.envs.screen import ObservationKind
 from distrl_core.policy import Policy
 from simulators.rollout import RolloutConfig, run_episodes
 from simulators.sim_env import SimDroidEnv
+from simulators.simdroid.paraphrase import paraphrase_tasks
 from simulators.simdroid.tasks import load_tasks
+from simulators.warm_start import TRAIN_SETS
 from storage.registry import MANIFEST_TAG, PolicyRegistry
 from storage.schema import steps_to_table
 from storage.shards import ShardFlushError, ShardWriter, ShardWriterConfig
@@ -137,6 +139,23 @@ class CollectorParams(BaseModel):
         "alone (needs `make pretrained-deps`; SimDroid then draws readable screenshots).",
     )
     seed: int = Field(0, ge=0, le=MAX_SEED, description="Seeds task sampling and episode randomness.")
+    paraphrase: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Probability that an episode's instruction is replaced by a paraphrase (another "
+        "phrasing the free-text parser reads as the same task: simulators.simdroid.paraphrase); the task's "
+        "params, and so its success rules, stay. Only on a train split (train, fit, fit_words, fit_unseen).",
+    )
+
+    @model_validator(mode="after")
+    def _paraphrase_trains_only(self) -> CollectorParams:
+        if self.paraphrase > 0 and self.split not in TRAIN_SETS:
+            raise ValueError(
+                f"paraphrase={self.paraphrase} rephrases training episodes only: split {self.split!r} is held "
+                f"out (use one of {TRAIN_SETS}, or paraphrase=0)"
+            )
+        return self
 
 
 class CollectorSession:
@@ -323,6 +342,7 @@ def run_batch(session: CollectorSession) -> dict[str, float]:
     params = session.params
     pool = load_tasks(params.family, params.split)
     batch_tasks = [session.rng.choice(pool) for _ in range(params.episodes_per_batch)]
+    batch_tasks = paraphrase_tasks(batch_tasks, params.paraphrase, session.rng)  # 0: draws nothing
     config = RolloutConfig(
         parallel_envs=len(session.envs),
         seed=session.rng.getrandbits(31),
