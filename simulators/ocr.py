@@ -26,6 +26,7 @@ import numpy as np
 from PIL import Image
 
 from distrl_core.envs.screen import TextBox, respace
+from distrl_core.envs.screen_widgets import WidgetBox, find_widgets
 from simulators.ocr_bands import Pixels, band_key, text_bands, to_stride, with_margin
 
 __all__ = ["OcrConfig", "OcrReader", "OcrUnavailable", "ocr_missing_reason", "shared_reader"]
@@ -125,6 +126,8 @@ class OcrReader:
         # A crop's recognition as the recogniser returns it: (text, score, word columns).
         self._crops: OrderedDict[bytes, tuple[str, float, list[Any]]] = OrderedDict()
         self._bands: OrderedDict[tuple[bytes, float], tuple[TextBox, ...]] = OrderedDict()  # in band pixels
+        # The widgets (``read_screen``) of a screen, by its key and the status bar's fraction.
+        self._widgets: OrderedDict[tuple[bytes, float], tuple[WidgetBox, ...]] = OrderedDict()
         self.bands_read = 0  # bands run through the detector (the rest came from the band cache)
         self.recognised = 0  # crops run through the recogniser (the rest came from the crop cache)
         self.screen_hits = 0  # reads answered whole by the screen cache
@@ -132,6 +135,39 @@ class OcrReader:
     def read(self, png: bytes) -> tuple[list[TextBox], tuple[int, int]]:
         """The text boxes of a PNG and its (width, height)."""
         return self._read(hashlib.blake2b(png, digest_size=16).digest(), lambda: _decode(png))
+
+    def read_screen(
+        self,
+        png: bytes | None = None,
+        *,
+        pixels: Pixels | Callable[[], Pixels] | None = None,
+        key: bytes | None = None,
+        widgets_below: float | None = None,
+    ) -> tuple[list[TextBox], tuple[int, int], tuple[WidgetBox, ...]]:
+        """:meth:`read` of ``png``, else :meth:`read_pixels` of ``pixels`` (and ``key``), and the
+        screen's textless widgets (``distrl_core.envs.screen_widgets``) below the top
+        ``widgets_below`` fraction of it (the status bar); None detects none. The widgets are
+        cached by the same screen key, and the screen is decoded or drawn at most once for both."""
+        if png is not None:
+            screen_key = hashlib.blake2b(png, digest_size=16).digest()
+            source: Callable[[], Pixels] = lambda: _decode(png)  # noqa: E731
+        elif pixels is not None:
+            screen_key, source = self._pixels_source(pixels, key)
+        else:
+            raise ValueError("OcrReader.read_screen needs a PNG or pixels")
+        once = functools.cache(source)
+        boxes, size = self._read(screen_key, once)
+        if widgets_below is None:
+            return boxes, size, ()
+        found_key = (screen_key, widgets_below)
+        with self._lock:
+            found = self._widgets.get(found_key)
+        if found is None:
+            top = int(widgets_below * size[1])
+            found = tuple(find_widgets(once(), [box.box for box in boxes], top=top))
+            with self._lock:
+                _remember(self._widgets, found_key, found, self.config.cache_screens)
+        return boxes, size, found
 
     def read_pixels(
         self, pixels: Pixels | Callable[[], Pixels], key: bytes | None = None
@@ -145,6 +181,12 @@ class OcrReader:
         no pass over its pixels, and ``pixels`` may then be a function that returns them, called
         only when the key is not cached (the screen is not even drawn); without a key the pixels
         are hashed."""
+        return self._read(*self._pixels_source(pixels, key))
+
+    def _pixels_source(
+        self, pixels: Pixels | Callable[[], Pixels], key: bytes | None
+    ) -> tuple[bytes, Callable[[], Pixels]]:
+        """The screen cache's key of ``pixels`` and a function that returns them as BGR."""
         if key is not None:  # its own namespace: a caller's key never meets a hash of pixels or a PNG
             key = hashlib.blake2b(key, digest_size=16, person=b"caller screen").digest()
         elif callable(pixels):
@@ -157,7 +199,7 @@ class OcrReader:
             # The models read OpenCV's BGR, the order _decode gives: channels reversed, laid out anew.
             return np.ascontiguousarray(rgb[:, :, 2::-1])
 
-        return self._read(key, bgr)
+        return key, bgr
 
     def _read(self, key: bytes, bgr: Callable[[], Pixels]) -> tuple[list[TextBox], tuple[int, int]]:
         """The screen cached under ``key``, else ``bgr()``'s pixels read and remembered under it."""

@@ -72,12 +72,16 @@ class ScreenEnv:
 
     def _read(self, observation: Observation) -> Observation:
         png = observation.screenshot_png
+        # Textless widgets (sliders, icon buttons, empty fields) from the same pixels, below the status bar.
+        below = self.config.status_bar if self.config.widgets else None
         if png is not None:
-            boxes, shot_size = self.reader.read(png)
+            boxes, shot_size, widgets = self.reader.read_screen(png, widgets_below=below)
         elif hasattr(self.env, "screen_pixels"):
             # No PNG captured (the shards keep none): the device's pixels go to the OCR as they are.
             frame = self.env.screen_pixels()
-            boxes, shot_size = self.reader.read_pixels(frame.pixels, frame.key)
+            boxes, shot_size, widgets = self.reader.read_screen(
+                pixels=frame.pixels, key=frame.key, widgets_below=below
+            )
             extras = {**observation.extras, "screenshot_ok": frame.ok}
             observation = dataclasses.replace(observation, extras=extras)
         else:
@@ -85,7 +89,7 @@ class ScreenEnv:
                 f"{type(self.env).__name__} {self.serial} captured no screenshot; the screen "
                 "observation needs one (its config's `screenshots=True`)"
             )
-        elements = screen_elements(boxes, shot_size, observation.screen_size, self.config)
+        elements = screen_elements(boxes, shot_size, observation.screen_size, self.config, widgets)
         self._last = screen_observation(observation, elements)
         if not self.keep_screenshots:
             return dataclasses.replace(self._last, screenshot_png=None)
@@ -128,9 +132,11 @@ def on_screen(action: Action, truth: SimDroid, observation: Observation) -> Acti
     unchanged.
 
     The element that reads the truth element's text wins (``find_text``). When none does (an icon
-    the OCR reads as another glyph), the box read where the truth element is drawn stands for it
-    (``box_at``); the Clock's *Add alarm* icon has neither, since the OCR reads no box there. An element with neither becomes an
-    invalid action saying so, never the truth's coordinates."""
+    the OCR reads as another glyph, or as nothing: the Clock's *Add alarm* "+"), the element read
+    where the truth element is drawn stands for it (``box_at``): a text box, or a widget found in
+    the pixels (``ScreenConfig.widgets``; the *Add alarm* square is an ``ImageButton "icon"``
+    there). An element with neither becomes an invalid action saying so, never the truth's
+    coordinates. A slider is set by a point tap, which passes unchanged."""
     if action.kind not in (ActionKind.TAP, ActionKind.LONG_PRESS) or action.index is None:
         return action
     element = truth.elements()[action.index]

@@ -8,6 +8,10 @@ policy already reads. Every box is offered as tappable (a screenshot does not sa
 tap), and a tap on element ``i`` is executed, and stored, as a tap on its box's centre
 (:func:`as_executed`): element numbers mean nothing to the device the screen was read from.
 
+Widgets that draw no text (a slider, an icon button, an empty text field) are found in the pixels
+by ``distrl_core.envs.screen_widgets`` and join the elements as a ``SeekBar``, an ``ImageButton``
+or an ``EditText`` (``ScreenConfig.widgets``).
+
 This module is pure: boxes in, elements and actions out; reading the pixels is the caller's job.
 """
 
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,9 +28,11 @@ from typing import Literal
 from distrl_core.envs.action_rules import ActionKind
 from distrl_core.envs.actions import Action
 from distrl_core.envs.observation import Observation, UIElement, compact_tree
+from distrl_core.envs.screen_widgets import WidgetBox
 
 __all__ = [
     "OBSERVATION_KINDS",
+    "WIDGET_ELEMENTS",
     "ObservationKind",
     "ScreenConfig",
     "TextBox",
@@ -64,11 +71,17 @@ class ScreenConfig:
       bar is 24 dp, about 1/40 of a phone's height).
     - ``max_elements``: at most this many boxes, top to bottom, keep a prompt bounded on busy
       screens (a page of text can hold hundreds of lines).
+    - ``widgets``: widgets that draw no text are found in the screenshot's pixels
+      (``screen_widgets.find_widgets``: sliders, icon buttons, empty fields: no OCR reads them)
+      and become elements too: ``SeekBar "slider"`` (a tap at a fraction of its width sets that
+      fraction), ``ImageButton "icon"`` and an empty text field's ``EditText "field" edit``. Off,
+      the elements are the OCR's boxes alone.
     """
 
     min_score: float = 0.5
     status_bar: float = 0.025
     max_elements: int = 60
+    widgets: bool = True
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.min_score <= 1.0 or not 0.0 <= self.status_bar < 1.0:
@@ -105,19 +118,42 @@ def respace(chars: Sequence[str], boxes: Sequence[tuple[float, float]], gap: flo
     return " ".join("".join(out).split())
 
 
+# A widget's element: (class, label), the label saying what it is where no text names it.
+WIDGET_ELEMENTS = {
+    "slider": ("android.widget.SeekBar", "slider"),
+    "icon": ("android.widget.ImageButton", "icon"),
+    "field": ("android.widget.EditText", "field"),
+}
+_Kept = tuple[int, int, int, int, str, str]  # bounds, text, kind: "text", "focused" or a widget's
+
+
 def screen_elements(
     boxes: Sequence[TextBox],
     shot_size: tuple[int, int],
     screen_size: tuple[int, int],
     config: ScreenConfig = ScreenConfig(),
+    widgets: Sequence[WidgetBox] = (),
 ) -> tuple[UIElement, ...]:
-    """Elements of the boxes, in reading order (top to bottom, then left to right), with bounds in
-    the screen's pixels (a screenshot may be smaller than the screen). A text that ends in the
-    caret is a focused text field (its text without the caret): the one state a screenshot shows
-    that the policies' candidate actions need (typing goes into a focused field)."""
+    """Elements of the boxes and the ``widgets`` (both in screenshot pixels), in reading order
+    (top to bottom, then left to right), with bounds in the screen's pixels (a screenshot may be
+    smaller than the screen). A text that ends in the caret is a focused text field (its text
+    without the caret): the one state a screenshot shows that the policies' candidate actions need
+    (typing goes into a focused field). A widget is a clickable element with a generic label
+    (``WIDGET_ELEMENTS``); its box is exact pixels (x2, y2 exclusive), scaled as such."""
     sx = screen_size[0] / max(1, shot_size[0])
     sy = screen_size[1] / max(1, shot_size[1])
-    kept: list[tuple[int, int, int, int, str, bool]] = []
+    kept: list[_Kept] = []
+    for widget in widgets:
+        wx1, wy1, wx2, wy2 = widget.box
+        bounds = (
+            max(0, int(wx1 * sx)),
+            max(0, int(wy1 * sy)),
+            min(screen_size[0], math.ceil(wx2 * sx)),
+            min(screen_size[1], math.ceil(wy2 * sy)),
+        )
+        shown = bounds[2] > bounds[0] and bounds[3] > bounds[1]
+        if shown and (bounds[1] + bounds[3]) / 2 >= config.status_bar * screen_size[1]:
+            kept.append((*bounds, "", widget.kind))
     for box in boxes:
         text = " ".join(box.text.split())
         if box.score < config.min_score or not text:
@@ -134,9 +170,23 @@ def screen_elements(
         if (bounds[1] + bounds[3]) / 2 < config.status_bar * screen_size[1]:
             continue
         focused = text.endswith(CARET)
-        kept.append((*bounds, text.removesuffix(CARET).rstrip(), focused))
+        kept.append((*bounds, text.removesuffix(CARET).rstrip(), "focused" if focused else "text"))
     elements: list[UIElement] = []
-    for x1, y1, x2, y2, text, focused in _reading_order(kept)[: config.max_elements]:
+    for x1, y1, x2, y2, text, kind in _reading_order(kept)[: config.max_elements]:
+        if kind in WIDGET_ELEMENTS:
+            class_name, label = WIDGET_ELEMENTS[kind]
+            elements.append(
+                UIElement(
+                    index=len(elements),
+                    content_desc=label,
+                    class_name=class_name,
+                    bounds=(x1, y1, x2, y2),
+                    clickable=True,
+                    editable=kind == "field",
+                )
+            )
+            continue
+        focused = kind == "focused"
         elements.append(
             UIElement(
                 index=len(elements),
@@ -152,13 +202,11 @@ def screen_elements(
     return tuple(elements)
 
 
-def _reading_order(
-    boxes: list[tuple[int, int, int, int, str, bool]],
-) -> list[tuple[int, int, int, int, str, bool]]:
+def _reading_order(boxes: list[_Kept]) -> list[_Kept]:
     """Lines top to bottom, each left to right: a box joins the line above when its vertical
     centre lies within half that line's first box's height (labels of one row of icons differ by a
     few pixels, which a plain sort by centre would shuffle)."""
-    lines: list[list[tuple[int, int, int, int, str, bool]]] = []
+    lines: list[list[_Kept]] = []
     for box in sorted(boxes, key=lambda b: (b[1] + b[3], b[0])):
         if lines:
             first = lines[-1][0]
