@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["digits"]
+__all__ = ["digits", "percents"]
 
 _UNITS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 _TEENS = ("ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen")  # fmt: skip
@@ -38,3 +38,26 @@ def _number(match: re.Match[str]) -> str:
 def digits(text: str) -> str:
     """``text`` (lowercased) with its number words written as digits."""
     return _NUMBER_WORDS.sub(_number, text)
+
+
+# -- percentages -----------------------------------------------------------------------------------
+
+_PERCENT = re.compile(r"\b(?P<n>\d{1,3})\s*(?:%|percent\b|per\s?cent\b|pct\b)")
+_LEVEL = re.compile(r"\b(?:to|at|of)\s+(?P<n>\d{1,3})\b(?!\s*(?:am|pm|:))")  # "brightness to 40"
+_LEVEL_WORDS = {
+    "half": 50, "full": 100, "max": 100, "maximum": 100, "highest": 100,
+    "min": 0, "minimum": 0, "lowest": 0,
+}  # fmt: skip
+
+
+def percents(text: str) -> list[int]:
+    """Every percentage ``text`` (lowercased) names, the surest reading first: "40%", "forty
+    percent" and "40 per cent" first, then a level after "to"/"at"/"of" ("brightness to 40"), then
+    words ("half", "full", "max"). Values may exceed 100: the caller says why that is no level.
+
+    The simulator's parser takes the first as the task's level; the policy offers a slider tap at
+    each, so a person's "dim it to forty" reaches the same point as the template's "40%"."""
+    text = digits(text)
+    found = [int(m["n"]) for pattern in (_PERCENT, _LEVEL) for m in pattern.finditer(text)]
+    found += [_LEVEL_WORDS[word] for word in re.findall(r"[a-z]+", text) if word in _LEVEL_WORDS]
+    return list(dict.fromkeys(found))

@@ -5,7 +5,8 @@ rebuildable from the row's ``instruction`` and ``observation_text`` alone: no de
 screenshot, no randomness. :func:`build_candidates` is that function. It offers
 
 - a tap on every element that can be acted on (static labels stay in the prompt as context only),
-- for sliders, a tap at each percentage the instruction mentions,
+- for sliders, a tap at each percentage the instruction names ("40%", "forty per cent", "to 40",
+  "half", "max": ``number_words.percents``, the reading the simulator's parser uses too),
 - when a text field is focused, a type action per instruction span (quoted strings, web addresses,
   the hour and the minute of a time, or, when nothing is quoted, the search query or product the
   words name; ``typing_spans`` reads those as people write them: "wake me at 6.30", "google best
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from distrl_core.envs.actions import Action, ActionKind, format_action, parse_action, to_pixels
+from distrl_core.envs.number_words import percents as percents_named
 from distrl_core.policy.typing_spans import address_guesses, free_time, query_spans
 
 __all__ = [
@@ -46,7 +48,6 @@ _LINE = re.compile(
 _QUOTED = re.compile(r"\"([^\"]+)\"|(?:^|(?<=\s))'([^']+)'(?=[\s,.?!;:]|$)")
 _ADDRESS = re.compile(r"\b(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,}\b", re.IGNORECASE)
 _TIME = re.compile(r"\b(\d{1,2}):(\d{2})(?:\s*([ap])\.?m\b\.?)?", re.IGNORECASE)
-_PERCENT = re.compile(r"\b(\d{1,3})\s*(?:%|percent\b)", re.IGNORECASE)
 _SLIDER_CLASSES = ("SeekBar", "Slider")
 KEYS = ("BACK", "HOME", "ENTER")
 SWIPES = ("up", "down", "left", "right")
@@ -167,7 +168,7 @@ def build_candidates(
     a slider position into a normalized tap point.
     """
     lines = parse_compact_tree(ui_text)
-    percents = [int(p) for p in _PERCENT.findall(instruction) if int(p) <= 100]
+    percents = [p for p in percents_named(instruction.lower()) if p <= 100]
     candidates: list[Candidate] = []
     for line in lines:
         if line.static or "disabled" in line.flags:

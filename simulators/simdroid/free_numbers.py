@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from distrl_core.envs.number_words import digits
+from distrl_core.envs.number_words import digits, percents
 
 # -- clock times -----------------------------------------------------------------------------------
 
@@ -76,23 +76,9 @@ def clock_time(text: str) -> tuple[int, int] | None:
 
 # -- percentages -----------------------------------------------------------------------------------
 
-_PERCENT = re.compile(r"\b(?P<n>\d{1,3})\s*(?:%|percent\b|per\s?cent\b|pct\b)")
-_LEVEL = re.compile(r"\b(?:to|at|of)\s+(?P<n>\d{1,3})\b(?!\s*(?:am|pm|:))")  # "brightness to 40"
-_LEVEL_WORDS = {
-    "half": 50, "full": 100, "max": 100, "maximum": 100, "highest": 100,
-    "min": 0, "minimum": 0, "lowest": 0,
-}  # fmt: skip
-
 
 def percent(text: str) -> int | None:
     """The percentage ``text`` (lowercased) names: "40%", "forty percent", "to 40", "half", "full".
     May exceed 100: the caller says why that is no level."""
-    text = digits(text)
-    for pattern in (_PERCENT, _LEVEL):
-        found = pattern.search(text)
-        if found is not None:
-            return int(found["n"])
-    for word in re.findall(r"[a-z]+", text):
-        if word in _LEVEL_WORDS:
-            return _LEVEL_WORDS[word]
-    return None
+    found = percents(text)
+    return found[0] if found else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -86,6 +87,23 @@ def test_slider_candidates_tap_the_percentage_the_instruction_names():
     x, y = taps[0].point
     assert abs(x * 1080 - (40 + 0.85 * 999 + 0.5)) < 0.5
     assert abs(y * 2400 - 652) < 0.5
+
+
+@pytest.mark.parametrize(
+    ("instruction", "expected"),
+    [
+        ("Dim the screen to forty per cent", [40]),
+        ("brightness to 70 please", [70]),
+        ("Put the brightness at max", [100]),
+        ("Half brightness, and 30% if that fails", [30, 50]),
+        ("Set brightness to 150%", []),  # no level: a slider has no point past its end
+    ],
+)
+def test_slider_candidates_read_the_levels_people_type(instruction: str, expected: list[int]):
+    slider = UIElement(0, class_name="android.widget.SeekBar", clickable=True, bounds=(40, 592, 1040, 712))
+    candidates = build_candidates(instruction, compact_tree((slider,)), screen_size=(1080, 2400))
+    xs = sorted(c.action.point[0] for c in candidates if c.action.point is not None)
+    assert [round((x * 1080 - 40 - 0.5) / 999 * 100) for x in xs] == expected
 
 
 def test_parse_compact_tree_reads_back_compact_tree():
