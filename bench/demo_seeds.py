@@ -8,7 +8,7 @@ seeds the mean gain and final success with 95 % t-intervals, and how many seeds 
 
     .venv/bin/python -m bench.demo_seeds [--seeds 0 1 2 3 4] [--minutes 6] [--target 0.15]
         [--warm-start-updates 300] [--base minilm | --pretrained] [--encoder-layers K]
-        [--encoder-candidates pooled|spans] [--collectors N] [--observation screen] [--validation]
+        [--encoder-candidates pooled|spans] [--collectors N] [--observation screen] [--paraphrase P] [--validation]
         [--validation-split validation_unseen] [--reuse-kept]
 
 Each seed's summary is kept under ``--root``/<folder>/seed<s>/, the folder named by the settings:
@@ -52,6 +52,7 @@ class DemoSettings:
     encoder_candidates: str | None = None  # "pooled" or "spans" (None: the encoder's default)
     collectors: int | None = None  # collector threads (None: the demo's default)
     observation: str | None = None  # "tree" or "screen" (None: the demo's default, the tree)
+    paraphrase: float | None = None  # training instructions rephrased, a probability (None: the demo's)
 
     def flags(self) -> list[str]:
         """The demo's options beyond --seed and --minutes."""
@@ -63,6 +64,7 @@ class DemoSettings:
         flags += [] if self.encoder_candidates is None else ["--encoder-candidates", self.encoder_candidates]
         flags += [] if self.collectors is None else ["--collectors", str(self.collectors)]
         flags += [] if self.observation is None else ["--observation", self.observation]
+        flags += [] if self.paraphrase is None else ["--paraphrase", f"{self.paraphrase:g}"]
         if not self.validation:
             return flags
         other = self.validation_split != "validation_words"
@@ -84,6 +86,7 @@ class DemoSettings:
         base += "" if self.encoder_candidates is None else f"{self.encoder_candidates}-"
         base += "" if self.collectors is None else f"c{self.collectors}-"
         base += "" if self.observation in (None, "tree") else f"{self.observation}-"
+        base += "" if self.paraphrase is None else f"para{self.paraphrase:g}-"
         updates = "default" if self.warm_start_updates is None else self.warm_start_updates
         name = f"{base}ws{updates}-{self.minutes:g}min"
         if not self.validation:
@@ -193,6 +196,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the demo's --observation: the UI tree (its default) or the screenshot read by OCR",
     )
     parser.add_argument(
+        "--paraphrase",
+        type=float,
+        default=None,
+        help="the demo's --paraphrase: the probability that a training episode's instruction is rephrased",
+    )
+    parser.add_argument(
         "--validation",
         action="store_true",
         help="the demo's --validation: train on fit_words, score validation_words, never load test",
@@ -229,6 +238,7 @@ def settings_of(args: argparse.Namespace) -> DemoSettings:
         args.encoder_candidates,
         args.collectors,
         args.observation,
+        args.paraphrase,
     )
 
 

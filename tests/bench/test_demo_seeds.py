@@ -102,6 +102,9 @@ def test_the_unseen_validation_selection_is_passed_on_and_kept_apart() -> None:
     assert screen.folder() == "screen-wsdefault-6min"  # apart from the tree's runs
     tree = settings_of(parse_args(["--observation", "tree"]))
     assert tree.folder() == "wsdefault-6min"  # the tree is the default: the same runs
+    rephrased = settings_of(parse_args(["--paraphrase", "0.5", "--validation"]))
+    assert rephrased.argv(0)[-3:] == ["--paraphrase", "0.5", "--validation"]
+    assert rephrased.folder() == "val-para0.5-wsdefault-6min"  # apart from the template-only runs
 
 
 def test_the_result_goes_to_the_out_file_given_and_validation_to_its_own(tmp_path: Path) -> None:
