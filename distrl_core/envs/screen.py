@@ -48,6 +48,7 @@ __all__ = [
 ObservationKind = Literal["tree", "screen"]
 OBSERVATION_KINDS: tuple[ObservationKind, ...] = ("tree", "screen")
 OBSERVATION_KEY = "observation"  # the Observation.extras key naming the kind ("tree" when absent)
+FOCUSED_FIELD = "focused field"  # the kind of an empty field whose caret was seen (``WidgetBox.focused``)
 CARET = "|"  # SimDroid draws a focused field's text caret as a bar, and an OCR reads it as one
 
 
@@ -74,7 +75,8 @@ class ScreenConfig:
     - ``widgets``: widgets that draw no text are found in the screenshot's pixels
       (``screen_widgets.find_widgets``: sliders, icon buttons, empty fields: no OCR reads them)
       and become elements too: ``SeekBar "slider"`` (a tap at a fraction of its width sets that
-      fraction), ``ImageButton "icon"`` and an empty text field's ``EditText "field" edit``. Off,
+      fraction), ``ImageButton "icon"`` and an empty text field's ``EditText "field" edit`` (named
+      by its form label where one is read above or left of it, ``focused`` with its caret). Off,
       the elements are the OCR's boxes alone.
     """
 
@@ -139,7 +141,10 @@ def screen_elements(
     smaller than the screen). A text that ends in the caret is a focused text field (its text
     without the caret): the one state a screenshot shows that the policies' candidate actions need
     (typing goes into a focused field). A widget is a clickable element with a generic label
-    (``WIDGET_ELEMENTS``); its box is exact pixels (x2, y2 exclusive), scaled as such."""
+    (``WIDGET_ELEMENTS``); its box is exact pixels (x2, y2 exclusive), scaled as such. An empty
+    field is named by the text line just above it, else left of it on its row (the form's label,
+    as people read it: "Hour" and "Minute" fields apart), and is focused when its caret was seen
+    (``WidgetBox.focused``)."""
     sx = screen_size[0] / max(1, shot_size[0])
     sy = screen_size[1] / max(1, shot_size[1])
     kept: list[_Kept] = []
@@ -153,7 +158,7 @@ def screen_elements(
         )
         shown = bounds[2] > bounds[0] and bounds[3] > bounds[1]
         if shown and (bounds[1] + bounds[3]) / 2 >= config.status_bar * screen_size[1]:
-            kept.append((*bounds, "", widget.kind))
+            kept.append((*bounds, "", FOCUSED_FIELD if widget.focused else widget.kind))
     for box in boxes:
         text = " ".join(box.text.split())
         if box.score < config.min_score or not text:
@@ -172,9 +177,13 @@ def screen_elements(
         focused = text.endswith(CARET)
         kept.append((*bounds, text.removesuffix(CARET).rstrip(), "focused" if focused else "text"))
     elements: list[UIElement] = []
-    for x1, y1, x2, y2, text, kind in _reading_order(kept)[: config.max_elements]:
-        if kind in WIDGET_ELEMENTS:
-            class_name, label = WIDGET_ELEMENTS[kind]
+    ordered = _reading_order(kept)[: config.max_elements]
+    for x1, y1, x2, y2, text, kind in ordered:
+        if kind in WIDGET_ELEMENTS or kind == FOCUSED_FIELD:
+            class_name, label = WIDGET_ELEMENTS["field" if kind == FOCUSED_FIELD else kind]
+            field = kind in ("field", FOCUSED_FIELD)
+            if field:  # named as people read a form: by the label above it or left of it
+                label = _field_label((x1, y1, x2, y2), ordered) or label
             elements.append(
                 UIElement(
                     index=len(elements),
@@ -182,7 +191,9 @@ def screen_elements(
                     class_name=class_name,
                     bounds=(x1, y1, x2, y2),
                     clickable=True,
-                    editable=kind == "field",
+                    editable=field,
+                    focusable=field,
+                    focused=kind == FOCUSED_FIELD,
                 )
             )
             continue
@@ -200,6 +211,28 @@ def screen_elements(
             )
         )
     return tuple(elements)
+
+
+def _field_label(field: tuple[int, int, int, int], kept: Sequence[_Kept]) -> str | None:
+    """The text that names an empty field, as a form is read: the nearest text line ending above
+    the field (within one field height) that overlaps its columns, else the nearest text left of it
+    on its row; None if there is none (the field keeps its generic label)."""
+    x1, y1, x2, y2 = field
+    height = y2 - y1
+    above = [
+        (y1 - b[3], b[4])
+        for b in kept
+        if b[5] == "text" and b[4] and 0 <= y1 - b[3] <= height and b[0] < x2 and x1 < b[2]
+    ]
+    left = [
+        (x1 - b[2], b[4])
+        for b in kept
+        if b[5] == "text" and b[4] and 0 <= x1 - b[2] <= 2 * height and y1 <= (b[1] + b[3]) / 2 < y2
+    ]
+    for candidates in (above, left):
+        if candidates:
+            return min(candidates)[1]
+    return None
 
 
 def _reading_order(boxes: list[_Kept]) -> list[_Kept]:

@@ -79,6 +79,52 @@ def test_an_empty_frame_is_a_field_and_a_frame_with_text_is_not() -> None:
     assert find_widgets(pixels, [(24.0, 285.0, 80.0, 320.0)], top=30) == []
 
 
+def test_an_empty_frame_holding_only_a_caret_is_a_focused_field() -> None:
+    pixels = _screen()
+    pixels[272:332, 20:520] = (255, 255, 255)
+    pixels[272, 20:520] = pixels[331, 20:520] = pixels[272:332, 20] = pixels[272:332, 519] = ACCENT
+    assert find_widgets(pixels, [], top=30) == [WidgetBox("field", (20, 272, 520, 332), focused=False)]
+    pixels[293:312, 32:34] = (120, 120, 120)  # the caret: a thin upright bar at the text's start
+    assert find_widgets(pixels, [], top=30) == [WidgetBox("field", (20, 272, 520, 332), focused=True)]
+    pixels[293:312, 32:44] = (120, 120, 120)  # a blob as wide as a letter is no caret
+    assert find_widgets(pixels, [], top=30) == [WidgetBox("field", (20, 272, 520, 332), focused=False)]
+    pixels[293:312, 34:44] = (255, 255, 255)
+    pixels[300:302, 60:62] = (120, 120, 120)  # nor is a caret with a speck beside it
+    assert find_widgets(pixels, [], top=30)[0].focused is False
+
+
+def test_empty_fields_are_named_by_their_form_labels_and_typing_is_offered_in_the_focused_one() -> None:
+    boxes = [
+        TextBox("Hour (0-23)", 0.99, (22.0, 119.0, 135.0, 143.0)),
+        TextBox("Minute (0-59)", 0.99, (22.0, 234.0, 155.0, 258.0)),
+        TextBox("Notes", 0.99, (22.0, 420.0, 80.0, 444.0)),  # a label left of its field
+    ]
+    widgets = [
+        WidgetBox("field", (20, 157, 520, 217), focused=True),
+        WidgetBox("field", (20, 272, 520, 332)),
+        WidgetBox("field", (100, 402, 520, 462)),
+        WidgetBox("field", (20, 700, 520, 760)),  # nothing reads near it: still "field"
+    ]
+    elements = screen_elements(boxes, (W, H), (2 * W, 2 * H), ScreenConfig(), widgets)
+    text = compact_tree(elements)
+    described = [line.describe() for line in parse_compact_tree(text)]
+    assert described == [
+        "TextView Hour (0-23)",
+        "EditText Hour (0-23) edit focused",
+        "TextView Minute (0-59)",
+        "EditText Minute (0-59) edit",
+        "TextView Notes",
+        "EditText Notes edit",
+        "EditText field edit",
+    ]
+    offered = [c.text for c in build_candidates("Set an alarm for 10:30 PM", text)]
+    assert "type hour 22" in offered and "type minute 30" in offered
+    # No caret seen: no field is focused, and nothing is offered to type.
+    unfocused = [dataclasses.replace(w, focused=False) for w in widgets]
+    text = compact_tree(screen_elements(boxes, (W, H), (2 * W, 2 * H), ScreenConfig(), unfocused))
+    assert not any(c.text.startswith("type") for c in build_candidates("Set an alarm for 10:30 PM", text))
+
+
 def test_the_status_bar_is_ignored() -> None:
     pixels = _screen()
     pixels[5:25, 500:520] = (255, 255, 255)  # a status icon
@@ -149,6 +195,31 @@ def test_the_display_page_brightness_slider_is_found_in_simdroids_pixels() -> No
     x1, y1, x2, y2 = (round(v / scale) for v in sliders[0].box)
     centre_row = (truth.bounds[1] + truth.bounds[3]) // 2
     assert y1 <= centre_row < y2 and abs(x1 - truth.bounds[0]) <= 2 and abs(x2 - truth.bounds[2]) <= 2
+
+
+@needs_font
+def test_the_alarm_editors_focused_empty_field_shows_its_caret_in_simdroids_pixels() -> None:
+    from distrl_core.envs.actions import Action
+    from simulators.factory import make_env
+    from simulators.sim_env import SimDroidEnvConfig
+    from simulators.simdroid.device import SimDroidConfig
+    from simulators.simdroid.expert import expert_action
+    from simulators.simdroid.tasks import get_task
+
+    env: Any = make_env(SimDroidEnvConfig(device=SimDroidConfig().readable(), screenshots=False))
+    task = get_task("general-test-0029")  # no such alarm yet: Add alarm opens the editor
+    env.reset(task, seed=1)
+    device = env.device
+    while device.state.page.get("name") != "editor":
+        env.step(expert_action(device, task))
+    assert device.state.focus == "clock.hour"  # the editor opens on the empty hour field
+    fields = [w for w in find_widgets(device.screenshot_pixels(), [], top=40) if w.kind == "field"]
+    assert [w.focused for w in fields] == [True, False]  # hour focused, minute not
+    minute = next(e for e in device.elements() if e.resource_id.endswith("minute_input"))
+    env.step(Action.tap(minute.index))
+    assert device.state.focus == "clock.minute"
+    fields = [w for w in find_widgets(device.screenshot_pixels(), [], top=40) if w.kind == "field"]
+    assert [w.focused for w in fields] == [False, True]
 
 
 @needs_ocr
