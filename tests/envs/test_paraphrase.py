@@ -130,3 +130,8 @@ def test_cli_and_bench_accept_paraphrase() -> None:
         command = argparse.ArgumentParser()
         add(command)
         assert command.parse_args(["--paraphrase", "0.25"]).paraphrase == 0.25
+    from ops.cli import _parse
+
+    demo, train_local = _parse(["demo"]), _parse(["train-local"])
+    assert demo.options.build(demo).paraphrase == 0.8  # `distrl demo` rephrases by default
+    assert train_local.options.build(train_local).paraphrase == 0.0  # the flows keep the templates
