@@ -109,7 +109,8 @@ _LEAD = re.compile(
 )
 _TRAILING = re.compile(
     r"(?:\s+(?:on|using|with|in|via|through)\s+(?:google|chrome|bing|the\s+(?:web|internet|browser)))?"
-    r"(?:\s+(?:online|on\s+the\s+(?:web|internet)|for\s+me|please|pls|plz|thanks|thank\s+you|right\s+now|now))*$"
+    r"(?:\s+(?:online|on\s+the\s+(?:web|internet)|for\s+me|please|pls|plz|thx|cheers|right\s+now|now"
+    r"|thanks(?:\s+(?:a\s+lot|so\s+much))?|thank\s+(?:you|u)(?:\s+(?:very|so)\s+much)?))*$"
 )
 _CLAUSE_END = re.compile(r"[,;!?]|\.(?:\s|$)")  # a comma or a full stop ends the query
 # Where a product's name ends ("add hdmi cable to my cart on megastore.com"); a web query keeps

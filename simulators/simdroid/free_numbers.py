@@ -19,7 +19,7 @@ _MERIDIEM = re.compile(rf"(?P<am>{_AM})|(?P<pm>{_PM})")
 _MINUTES = r"(?P<minutes>quarter|half|\d{1,2})(?:\s+minutes?)?"
 # Each reading of a time, tried in order; the first that matches decides.
 _READINGS = (
-    re.compile(r"\b(?P<h>\d{1,2})\s*[:.h]\s*(?P<m>\d{2})\b"),  # 7:15, 19:05, 7.15, 19h05
+    re.compile(r"\b(?P<h>\d{1,2})\s*[:.h]\s*(?P<m>\d{2})(?!\d)"),  # 7:15, 19:05, 7.15, 19h05, 5:45am
     re.compile(rf"\b{_MINUTES}\s+past\s+(?P<h>\d{{1,2}})\b"),  # half past 7, 10 past 6
     re.compile(rf"\b{_MINUTES}\s+(?:to|till|before)\s+(?P<h>\d{{1,2}})\b"),  # quarter to 8
     re.compile(r"\bhalf\s+(?P<h>\d{1,2})\b"),  # "half seven", British for 7:30

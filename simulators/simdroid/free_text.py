@@ -19,6 +19,7 @@ from typing import Any
 
 from simulators.simdroid.catalog import APPS, SHOP_BY_DOMAIN, SHOPS, normalize_query
 from simulators.simdroid.free_numbers import clock_time, percent
+from simulators.simdroid.free_spelling import spelled
 from simulators.simdroid.task_text import TOGGLE_NAMES
 
 __all__ = ["APP_WORDS", "SETTING_WORDS", "NotParsed", "Parsed", "parse_instruction"]
@@ -107,7 +108,8 @@ _ON_PHONE = re.compile(
 )
 _TRAILING = re.compile(
     r"(?:\s+(?:on|using|with|in|via|through)\s+(?:google|chrome|bing|the\s+(?:web|internet|browser)))?"
-    r"(?:\s+(?:online|on\s+the\s+(?:web|internet)|for\s+me|please|thanks|thank\s+you|right\s+now|now))*"
+    r"(?:[\s.?!,;]+(?:online|on\s+the\s+(?:web|internet)|for\s+me|right\s+now|now|pls|plz|please|thx|cheers"
+    r"|thanks(?:\s+(?:a\s+lot|so\s+much))?|thank\s+(?:you|u)(?:\s+(?:very|so)\s+much)?))*"
     r"[\s.?!,;]*$"
 )
 
@@ -142,12 +144,18 @@ _SHOP_KEYS = list(_SHOP_NAMES)
 _DOMAIN = re.compile(r"\b(?:www\.)?([a-z0-9-]+\.(?:com|net|org|io|co\.uk|de|fr|shop|store))\b")
 _CART = re.compile(r"\b(?:cart|basket|trolley|bag|buy|purchase|order)\b")
 _PRODUCT_AFTER = (
-    re.compile(r"\b(?:search(?:\s+for)?|look(?:ing)?\s+(?:up|for)|find(?:\s+me)?|shop\s+for|browse\s+for|hunt\s+for|results?\s+for)\s+(?P<q>.+)"),
+    re.compile(r"\b(?:search(?:\s+up)?(?:\s+for)?|look(?:ing)?\s+(?:up|for)|find(?:\s+me)?|show\s+me|shop\s+for|browse\s+for|hunt\s+for|results?\s+for)\s+(?P<q>.+)"),
     re.compile(r"\b(?:buy(?:\s+me)?|purchase|order|get(?:\s+me)?|add|put)\s+(?P<q>.+)"),
 )  # fmt: skip
 _PRODUCT_END = re.compile(r"\s+(?:on|at|from|in|into|to|and|then|via|using|over)(?:\s.*)?$|\s*[,;].*$")
 _NOT_A_PRODUCT = re.compile(
-    r"^(?:the\s+)?(?:first|top|1st|best)\b|^(?:it|one|that|this|something)$|^(?:to|on|at|from|in|into|and|then)\b"
+    r"^(?:the\s+)?(?:first|top|1st|best)\b|^(?:it|one|that|this|something|them|around|everything|anything)$"
+    r"|^(?:to|on|at|from|in|into|and|then|what|how|where)\b"
+    r"|^(?:my|the|your)\s+(?:cart|basket|trolley|bag|orders?|site|website|page|home\s?page|store|shop)$"
+)
+# "the first phone charger": a determiner before a product, not "the first result (for ...)".
+_ORDINAL = re.compile(
+    r"^(?:the\s+)?(?:first|1st)\s+(?!(?:result|item|hit|match|one|product|listing|entry|option)s?\b)(?=\w)"
 )
 _ARTICLES = re.compile(r"^(?:(?:me|us)\s+)?(?:(?:a|an|the|some|one)\s+)?")
 
@@ -159,7 +167,7 @@ def _product(text: str) -> str | None:
         return quoted
     for pattern in _PRODUCT_AFTER:
         for match in pattern.finditer(text):
-            query = _ARTICLES.sub("", _PRODUCT_END.sub("", match["q"])).strip(" .!?\"'")
+            query = _ARTICLES.sub("", _ORDINAL.sub("", _PRODUCT_END.sub("", match["q"]))).strip(" .!?\"'")
             if query and not _NOT_A_PRODUCT.search(query):
                 return normalize_query(query)
     return None
@@ -188,7 +196,10 @@ def _shop(text: str) -> Parsed | str | None:
 
 # -- alarms ----------------------------------------------------------------------------------------
 
-_ALARM = re.compile(r"\b(?:alarm|alarms|wake[\s-]?(?:me|up)|wakeup|get\s+me\s+up)\b")
+_ALARM = re.compile(
+    r"\b(?:alarm|alarms|wake[\s-]?(?:me|up)|wakeup|get\s+me\s+up)\b"
+    r"|\b(?:get|getting|be)\s+up\s+(?:at|by|around|before)\b"  # "I need to get up at 6 in the morning"
+)
 
 
 def _alarm(text: str) -> Parsed | str | None:
@@ -206,10 +217,10 @@ _APP_AFTER_GOOGLE = r"(?!\s*(?:maps|drive|translate|play|photos|calendar|chrome|
 _SEARCHES = (  # the first that matches gives the query: "Run an internet search: best pizza in rome"
     re.compile(r"\b(?:search|google|look\s+up)(?:\s+(?:the\s+)?(?:web|internet|online))?\s*:\s*(?P<q>.+)"),
     re.compile(r"\bsearch\s+(?:the\s+)?(?:web|internet|net|online|google|chrome)\s+(?:for|about|on)\s+(?P<q>.+)"),
-    re.compile(r"\bsearch\s+(?:(?:on|in|with|using)\s+(?:google|chrome)\s+)?(?:for|about|on)\s+(?P<q>.+)"),
+    re.compile(r"\bsearch(?:\s+up)?\s+(?:(?:on|in|with|using)\s+(?:google|chrome)\s+)?(?:for|about|on)\s+(?P<q>.+)"),
     re.compile(r"\bfind\s+(?:me\s+|out\s+)?(?:some\s+)?(?:web\s+|internet\s+|online\s+)?(?:results|info|information|pages|articles|stuff)\s+(?:about|on|for|regarding)\s+(?P<q>.+)"),
     re.compile(r"\bwhat\s+(?:does|do)\s+the\s+(?:web|internet)\s+(?:say|have)\s+(?:about|on)\s+(?P<q>.+)"),
-    re.compile(rf"\b(?:search(?:\s+(?:the\s+)?(?:web|internet|online|google))?|look(?:ing)?\s+up|google|bing){_APP_AFTER_GOOGLE}\s+(?P<q>.+)"),
+    re.compile(rf"\b(?:search(?:\s+up|\s+(?:the\s+)?(?:web|internet|online|google))?|look(?:ing)?\s+up|google|bing){_APP_AFTER_GOOGLE}\s+(?P<q>.+)"),
     re.compile(r"\blook\s+(?P<q>.+?)\s+up\b"),
 )  # fmt: skip
 _SEARCH_CUE = re.compile(r"\b(?:search|google|bing|look(?:ing)?\s+up|web|internet|online|results)\b")
@@ -234,6 +245,12 @@ def _search(text: str) -> Parsed | str | None:
 
 _SETTING_KEYS = list(SETTING_WORDS)
 _OFF = re.compile(r"\b(?:off|disable|disabled|deactivate|deactivated|kill)\b")
+# "of" typed for "off", only where the switch's state goes: "turn bluetooth of", "switch of wifi"
+# ("the state of wifi", "turn off the location of my phone" are no state).
+_OF_AS_OFF = re.compile(
+    r"@\s+of\s*(?:[.!?,]|$|(?:now|please|again|for\s+me|right\s+now|thanks)\b)"
+    r"|\b(?:turn|switch|flip)\s+(?:@\s+)?of(?:\s+(?:the\s+|my\s+)?@|\s*[.!?]*$)"
+)
 _ON_VERB = re.compile(r"\b(?:enable|enabled|activate|activated)\b")
 # A bare "on" is a state only beside a verb or the switch, or at the end ("Show my location on the
 # map" asks for no switch).
@@ -252,7 +269,8 @@ def _toggle(text: str) -> Parsed | str | None:
             return f"it switches something SimDroid has no switch for (its switches: {names})"
         return None
     rest = _SETTINGS.sub("@", text)  # "do not disturb" holds no "not"; "@" marks where the switch was
-    off, on = bool(_OFF.search(rest)), bool(_ON_VERB.search(rest) or _ON.search(rest))
+    off = bool(_OFF.search(rest) or _OF_AS_OFF.search(rest))
+    on = bool(_ON_VERB.search(rest) or _ON.search(rest))
     if len(settings) > 1 and (on or off):
         named = _listing([TOGGLE_NAMES[k] for k in settings])
         return f"it names {len(settings)} settings ({named}); a SimDroid task switches one"
@@ -317,11 +335,21 @@ _NOTHING = (
 )
 
 
-def parse_instruction(text: str) -> Parsed | NotParsed:
-    """The SimDroid task kind and parameters ``text`` asks for, or why it cannot be read as one."""
-    low = _normalise(text)
-    if not low:
-        return NotParsed("the instruction is empty")
+# The words the readers act on, for putting typing slips right ("opne the clokc", "googel tacos").
+_VOCABULARY = frozenset(
+    word
+    for phrase in (
+        *(p for key, words in APP_WORDS.items() for p in (key, *words)),
+        *(p for key, words in SETTING_WORDS.items() for p in (TOGGLE_NAMES[key], *words)),
+        *re.findall(r"[a-z]+", _OPEN.pattern + _OFF.pattern + _ON_VERB.pattern + _ON.pattern),
+        *re.findall(r"[a-z]+", _ALARM.pattern + _SEARCH_CUE.pattern + _BRIGHTNESS.pattern + _CART.pattern),
+        "search", "google", "turn", "switch", "toggle", "set", "buy", "purchase", "order", "find", "browse",
+    )
+    for word in re.findall(r"[a-z]+", phrase.lower())
+)  # fmt: skip
+
+
+def _read(low: str) -> Parsed | NotParsed:
     first_reason: str | None = None
     for read in _READERS:
         found = read(low)
@@ -329,3 +357,18 @@ def parse_instruction(text: str) -> Parsed | NotParsed:
             return found
         first_reason = first_reason or found
     return NotParsed(first_reason or _NOTHING)
+
+
+def parse_instruction(text: str) -> Parsed | NotParsed:
+    """The SimDroid task kind and parameters ``text`` asks for, or why it cannot be read as one.
+    Text read as no task is read again with typing slips in the parser's own words put right
+    (``free_spelling``); the first reading's reason stands where that reads nothing either."""
+    low = _normalise(text)
+    if not low:
+        return NotParsed("the instruction is empty")
+    found = _read(low)
+    if isinstance(found, NotParsed):
+        fixed = spelled(low, _VOCABULARY)
+        again = _read(fixed) if fixed != low else found
+        return again if isinstance(again, Parsed) else found
+    return found

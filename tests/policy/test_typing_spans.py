@@ -128,3 +128,17 @@ def test_a_free_alarm_puts_its_hour_and_minute_among_the_candidates_of_a_focused
     field = UIElement(0, class_name="android.widget.EditText", clickable=True, editable=True, focused=True)
     texts = [c.action_text for c in build_candidates("wake me at quarter past six", compact_tree((field,)))]
     assert {'type("6")', 'type("15")'} <= set(texts)
+
+
+@pytest.mark.parametrize(
+    ("instruction", "query"),
+    [
+        ("google best tacos in austin thx", "best tacos in austin"),
+        ("search up the nearest pharmacy cheers", "the nearest pharmacy"),
+        ("look up bus times, thank you so much", "bus times"),
+        ("search for thanks giving recipes", "thanks giving recipes"),  # a "thanks" inside stays
+        ("put the first phone case from trendbay in my basket", "phone case"),
+    ],
+)
+def test_queries_lose_trailing_pleasantries_and_phrasal_up(instruction, query):
+    assert query_spans(instruction)[0] == query
