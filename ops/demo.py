@@ -93,6 +93,9 @@ def run_demo(params: TrainLocalParams | None = None, root: str = ".distrl/demo")
         "in_distribution_final": final.get("in_distribution", {}).get("success"),
         "final_version": final["version"],
         "base": params.base,
+        # what else sets a run apart from its neighbours in a comparison (docs/performance.md pairs them)
+        "observation": params.observation,
+        "paraphrase": params.paraphrase,
         # per-task success, for where held-out success goes (bench/heldout_words.py)
         "heldout_tasks_warm_start": warm.get("tasks"),
         "heldout_tasks_final": final.get("tasks"),

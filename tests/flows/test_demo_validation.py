@@ -97,6 +97,7 @@ def test_a_validation_demo_never_loads_the_test_split(
     assert summary["heldout_split"] == selection and summary["trained_split"] == fit
     on_disk = json.loads((demo_root / "summary.json").read_text())
     assert on_disk["heldout_split"] == selection
+    assert (on_disk["observation"], on_disk["paraphrase"]) == (params.observation, params.paraphrase)
     validation = load_tasks("general", selection)
     assert summary["heldout_episodes"] == len(validation)  # every validation task
     assert summary["final_version"] > 1 and summary["in_distribution_final"] is not None
