@@ -134,7 +134,7 @@ class OcrReader:
 
     def read(self, png: bytes) -> tuple[list[TextBox], tuple[int, int]]:
         """The text boxes of a PNG and its (width, height)."""
-        return self._read(hashlib.blake2b(png, digest_size=16).digest(), lambda: _decode(png))
+        return self._read(*_png_source(png))
 
     def read_screen(
         self,
@@ -149,8 +149,7 @@ class OcrReader:
         ``widgets_below`` fraction of it (the status bar); None detects none. The widgets are
         cached by the same screen key, and the screen is decoded or drawn at most once for both."""
         if png is not None:
-            screen_key = hashlib.blake2b(png, digest_size=16).digest()
-            source: Callable[[], Pixels] = lambda: _decode(png)  # noqa: E731
+            screen_key, source = _png_source(png)
         elif pixels is not None:
             screen_key, source = self._pixels_source(pixels, key)
         else:
@@ -298,6 +297,11 @@ def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any, limit: int) ->
         cache.move_to_end(key)
         while len(cache) > limit:
             cache.popitem(last=False)
+
+
+def _png_source(png: bytes) -> tuple[bytes, Callable[[], Pixels]]:
+    """The screen cache's key of a PNG and a function that decodes it to BGR."""
+    return hashlib.blake2b(png, digest_size=16).digest(), lambda: _decode(png)
 
 
 def _decode(png: bytes) -> np.ndarray[Any, Any]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["digits", "percents"]
+__all__ = ["digits", "percents", "spelled"]
 
 _UNITS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 _TEENS = ("ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen")  # fmt: skip
@@ -38,6 +38,18 @@ def _number(match: re.Match[str]) -> str:
 def digits(text: str) -> str:
     """``text`` (lowercased) with its number words written as digits."""
     return _NUMBER_WORDS.sub(_number, text)
+
+
+def spelled(n: int) -> str:
+    """``n`` (0-100) in words, "forty-five": what :func:`digits` reads back as ``str(n)``."""
+    if not 0 <= n <= 100:
+        raise ValueError(f"spelled() writes 0 to 100, got {n}")
+    if n == 100:
+        return "one hundred"
+    if n < 20:
+        return "zero" if n == 0 else _UNITS[n - 1] if n < 10 else _TEENS[n - 10]
+    tens, ones = divmod(n, 10)
+    return _TENS[tens - 2] + (f"-{_UNITS[ones - 1]}" if ones else "")
 
 
 # -- percentages -----------------------------------------------------------------------------------

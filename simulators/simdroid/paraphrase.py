@@ -22,6 +22,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from distrl_core.envs.number_words import spelled
 from distrl_core.envs.protocol import Task
 from simulators.simdroid.catalog import SHOP_BY_DOMAIN, normalize_query
 from simulators.simdroid.free_task import KINDS
@@ -127,20 +128,6 @@ _SHOP_CART = (
     "open {s}, find {q}, add the first hit to the cart",
 )  # fmt: skip
 
-_ONES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
-         "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]  # fmt: skip
-_TENS = {2: "twenty", 3: "thirty", 4: "forty", 5: "fifty", 6: "sixty", 7: "seventy", 8: "eighty", 9: "ninety"}
-
-
-def _words(n: int) -> str:
-    """0-100 in words ("forty-five")."""
-    if n < 20:
-        return _ONES[n]
-    if n == 100:
-        return "one hundred"
-    tens, ones = divmod(n, 10)
-    return _TENS[tens] + (f"-{_ONES[ones]}" if ones else "")
-
 
 def _time(hour: int, minute: int, rng: random.Random) -> str:
     """One way of saying hour:minute that names it unambiguously."""
@@ -155,12 +142,12 @@ def _time(hour: int, minute: int, rng: random.Random) -> str:
         lambda: f"{hour:02d}:{minute:02d}",
         lambda: f"{hour}:{minute:02d}",
         lambda: f"{hour}h{minute:02d}" if hour >= 13 else "",
-        lambda: f"{_words(h12)} {_words(minute) if minute >= 10 else 'oh ' + _words(minute)} {am_pm}"
-        if minute else f"{_words(h12)} o'clock {am_pm}",
+        lambda: f"{spelled(h12)} {spelled(minute) if minute >= 10 else 'oh ' + spelled(minute)} {am_pm}"
+        if minute else f"{spelled(h12)} o'clock {am_pm}",
         lambda: f"{h12} {am_pm}" if minute == 0 else "",
         lambda: {0: "midnight", 12: "noon"}.get(hour, "") if minute == 0 else "",
-        lambda: f"quarter past {rng.choice((str(h12), _words(h12)))} {am_pm}" if minute == 15 else "",
-        lambda: f"half past {rng.choice((str(h12), _words(h12)))} {am_pm}" if minute == 30 else "",
+        lambda: f"quarter past {rng.choice((str(h12), spelled(h12)))} {am_pm}" if minute == 15 else "",
+        lambda: f"half past {rng.choice((str(h12), spelled(h12)))} {am_pm}" if minute == 30 else "",
         lambda: f"{minute} past {h12} {am_pm}" if 0 < minute <= 20 and minute != 15 else "",
         lambda: f"quarter to {(hour + 1) % 12 or 12} {'am' if (hour + 1) % 24 < 12 else 'pm'}"
         if minute == 45 else "",
@@ -173,7 +160,7 @@ def _time(hour: int, minute: int, rng: random.Random) -> str:
 
 
 def _percent(p: int, rng: random.Random) -> str:
-    forms = [f"{p}%", f"{p} %", f"{p} percent", f"{p} per cent", f"{_words(p)} percent", f"{p}"]
+    forms = [f"{p}%", f"{p} %", f"{p} percent", f"{p} per cent", f"{spelled(p)} percent", f"{p}"]
     forms += ["half"] * (p == 50) + ["full", "max", "maximum"] * (p == 100)
     return rng.choice(forms)
 

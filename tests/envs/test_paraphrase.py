@@ -135,3 +135,14 @@ def test_cli_and_bench_accept_paraphrase() -> None:
     demo, train_local = _parse(["demo"]), _parse(["train-local"])
     assert demo.options.build(demo).paraphrase == 0.8  # `distrl demo` rephrases by default
     assert train_local.options.build(train_local).paraphrase == 0.0  # the flows keep the templates
+
+
+def test_numbers_spelled_for_phrasings_read_back_as_their_digits() -> None:
+    from distrl_core.envs.number_words import digits, spelled
+
+    assert [spelled(n) for n in (0, 7, 13, 40, 45, 100)] == [
+        "zero", "seven", "thirteen", "forty", "forty-five", "one hundred",
+    ]  # fmt: skip
+    assert all(digits(spelled(n)) == str(n) for n in range(101))
+    with pytest.raises(ValueError, match="0 to 100"):
+        spelled(101)
