@@ -26,7 +26,7 @@ from distrl_core.envs.number_words import spelled
 from distrl_core.envs.protocol import Task
 from simulators.simdroid.catalog import SHOP_BY_DOMAIN, normalize_query
 from simulators.simdroid.free_task import KINDS
-from simulators.simdroid.free_text import Parsed, parse_instruction
+from simulators.simdroid.free_text import APP_WORDS, SETTING_WORDS, Parsed, parse_instruction
 from simulators.simdroid.task_text import (
     ALARM_TEMPLATES,
     APP_TEMPLATES,
@@ -62,6 +62,14 @@ _APP_VERBS = (
     "fire up", "boot up", "go to", "switch to", "head to", "take me to", "load", "get me to",
 )  # fmt: skip
 _APP_OBJECTS = ("{a}", "{a}", "the {a} app", "{a} app", "my {a} app", "the {a} application", "my {a}")
+# An app called by what it holds ("my inbox", "the dialer"): the parser's own words for it, less the
+# ones that are no object of "open" ("take a selfie"). A third of app phrasings use one, so the policy
+# learns that "inbox" is the Gmail icon, not only the name itself.
+_APP_ALIAS_SHARE = 1 / 3
+_APP_ALIASES: dict[str, tuple[str, ...]] = {
+    app: tuple(w for w in words if not w.startswith(("take ", "my "))) for app, words in APP_WORDS.items()
+}
+_ALIAS_OBJECTS = ("{a}", "the {a}", "my {a}")
 
 _SETTING_SYNONYMS: dict[str, tuple[str, ...]] = {
     "wifi": ("wifi", "WiFi", "the Wi-Fi"), "airplane": ("flight mode", "airplane mode"),
@@ -172,11 +180,16 @@ def _query(q: str, rng: random.Random) -> str:
 def _core(kind: str, params: Mapping[str, Any], rng: random.Random) -> str:
     """An imperative phrase asking for the task (no frame)."""
     if kind == "open_app":
-        return f"{rng.choice(_APP_VERBS)} {rng.choice(_APP_OBJECTS).format(a=params['app'])}"
+        app = str(params["app"])
+        aliases = _APP_ALIASES.get(app, ())
+        if aliases and rng.random() < _APP_ALIAS_SHARE:
+            return f"{rng.choice(_APP_VERBS)} {rng.choice(_ALIAS_OBJECTS).format(a=rng.choice(aliases))}"
+        return f"{rng.choice(_APP_VERBS)} {rng.choice(_APP_OBJECTS).format(a=app)}"
     if kind == "toggle_setting":
         setting = str(params["setting"])
         name = TOGGLE_NAMES[setting]
-        names = (name, name, f"the {name}", *_SETTING_SYNONYMS[setting])
+        words = SETTING_WORDS[setting]
+        names = (name, name, f"the {name}", *_SETTING_SYNONYMS[setting], *words, *(f"the {w}" for w in words))
         return rng.choice(_TOGGLE_ON if params["on"] else _TOGGLE_OFF).format(n=rng.choice(names))
     if kind == "set_alarm":
         return rng.choice(_ALARM_CORES).format(t=_time(int(params["hour"]), int(params["minute"]), rng))

@@ -146,3 +146,22 @@ def test_numbers_spelled_for_phrasings_read_back_as_their_digits() -> None:
     assert all(digits(spelled(n)) == str(n) for n in range(101))
     with pytest.raises(ValueError, match="0 to 100"):
         spelled(101)
+
+
+def test_apps_and_switches_are_also_called_by_the_parsers_other_words_for_them() -> None:
+    """A share of app phrasings name the app by what it holds ("my inbox" for Gmail) and switch
+    phrasings use the parser's other names ("flight mode"), each still read back as the task."""
+    from simulators.simdroid.free_text import APP_WORDS, SETTING_WORDS
+
+    tasks = _by_kind()
+    rng = random.Random(11)
+    apps = [paraphrase(t, rng) or "" for t in tasks["open_app"][:300]]
+    by_alias = [
+        text for text, task in zip(apps, tasks["open_app"], strict=False)
+        if task.params["app"].lower() not in text.lower()
+        and any(w in text.lower() for w in APP_WORDS[task.params["app"]])
+    ]  # fmt: skip
+    assert 0.15 * len(apps) < len(by_alias) < 0.5 * len(apps), by_alias[:5]
+    switches = [(paraphrase(t, rng) or "").lower() for t in tasks["toggle_setting"][:300]]
+    other_words = {w for words in SETTING_WORDS.values() for w in words if w not in ("wifi", "dnd")}
+    assert any(w in text.split(" ", 1)[-1] for text in switches for w in other_words if len(w) > 3)
