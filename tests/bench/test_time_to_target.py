@@ -98,8 +98,8 @@ def test_the_geometric_speedup_is_the_mean_of_logs_mapped_back():
 
 @pytest.mark.parametrize(
     ("setting", "old_behaviour", "other"),
-    [("evaluator_thread", True, False), ("base", None, "minilm")],
-    ids=["evaluator-was-a-thread", "policy-was-tiny"],
+    [("evaluator_thread", True, False), ("base", None, "minilm"), ("paraphrase", 0.0, 0.8)],
+    ids=["evaluator-was-a-thread", "policy-was-tiny", "instructions-were-the-templates"],
 )
 def test_parts_saved_before_a_setting_existed_count_as_its_old_behaviour(
     tmp_path, setting, old_behaviour, other
