@@ -17,7 +17,10 @@ base, and the cache holds at most ``TABLE_CACHE_ENTRIES`` tables (7.8 MB each at
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +56,10 @@ def principal_projection(matrix: torch.Tensor, components: int) -> torch.Tensor:
     Centred on the mean row; the axes are the eigenvectors of the (E, E) covariance with the largest
     eigenvalues, in decreasing order. An eigenvector is defined up to its sign, so each axis is
     flipped to make its largest-magnitude coordinate positive: the table is then a function of the
-    matrix alone. Computed in float64 (the covariance sums V ~ 30,000 outer products)."""
+    matrix alone. Computed in float64 (the covariance sums V ~ 30,000 outer products), on one
+    thread: a multi-threaded matmul sums in another order, and a table that differs in its last bits
+    hashes differently, so a version trained in a one-thread demo would not load in a command run
+    with the machine's default threads (``tiny_base_salt``'s check)."""
     rows, width = matrix.shape
     if not 1 <= components <= width:
         raise ValueError(
@@ -62,15 +68,32 @@ def principal_projection(matrix: torch.Tensor, components: int) -> torch.Tensor:
         )
     if rows < 2:
         raise ValueError(f"a principal projection needs at least 2 rows, got {rows}")
-    data = matrix.to(torch.float64)
-    centred = data - data.mean(dim=0, keepdim=True)  # (V, E)
-    covariance = centred.T @ centred / (rows - 1)  # (E, E)
-    _, vectors = torch.linalg.eigh(covariance)  # eigenvalues ascending; vectors (E, E), one per column
-    axes = vectors[:, -components:].flip(-1)  # (E, k), largest eigenvalue first
-    largest = axes.abs().argmax(dim=0)  # (k,) where each axis is largest in magnitude
-    signs = torch.sign(axes[largest, torch.arange(components)])  # (k,)
-    projected: torch.Tensor = centred @ (axes * signs)  # (V, k)
+    with _one_thread():
+        data = matrix.to(torch.float64)
+        centred = data - data.mean(dim=0, keepdim=True)  # (V, E)
+        covariance = centred.T @ centred / (rows - 1)  # (E, E)
+        _, vectors = torch.linalg.eigh(covariance)  # eigenvalues ascending; vectors (E, E), one per column
+        axes = vectors[:, -components:].flip(-1)  # (E, k), largest eigenvalue first
+        largest = axes.abs().argmax(dim=0)  # (k,) where each axis is largest in magnitude
+        signs = torch.sign(axes[largest, torch.arange(components)])  # (k,)
+        projected: torch.Tensor = centred @ (axes * signs)  # (V, k)
     return projected
+
+
+_threads_lock = threading.RLock()  # re-entered: _cached_table pins the projection and the scaling
+
+
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """Torch on one intra-op thread for the block (the setting is the process's: other threads'
+    ops run on one thread meanwhile too, for the ~1 s a table takes once per process)."""
+    with _threads_lock:
+        before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
 
 
 def scaled_to_std(table: torch.Tensor, std: float) -> torch.Tensor:
@@ -104,8 +127,9 @@ def read_word_embeddings(folder: Path) -> torch.Tensor:
 def _cached_table(folder: str, content_hash: str, width: int, std: float) -> torch.Tensor:
     # content_hash is only part of the key: a changed encoder hashes differently, so it misses.
     del content_hash
-    projected = principal_projection(read_word_embeddings(Path(folder)), width)
-    return scaled_to_std(projected, std).to(torch.float32)
+    with _one_thread():  # the std's reduction too: its last bit would change the table's hash
+        projected = principal_projection(read_word_embeddings(Path(folder)), width)
+        return scaled_to_std(projected, std).to(torch.float32)
 
 
 def subword_table(settings: SubwordSettings, width: int) -> torch.Tensor:

@@ -71,6 +71,22 @@ def test_the_projection_equals_a_pca_written_out():
         principal_projection(torch.tensor(matrix), 13)
 
 
+def test_the_projection_is_the_same_to_the_last_bit_whatever_torchs_thread_count():
+    """A version's base hash covers the table's bytes: a one-thread demo's version must load in a
+    command run with the machine's default threads."""
+    matrix = torch.randn(4000, 384, generator=torch.Generator().manual_seed(0))
+    before = torch.get_num_threads()
+    try:
+        tables = []
+        for threads in (1, 2, 4):
+            torch.set_num_threads(threads)
+            tables.append(principal_projection(matrix, 64).to(torch.float32))
+            assert torch.get_num_threads() == threads  # the caller's setting is given back
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(tables[0], table) for table in tables[1:])
+
+
 def test_the_minilm_table_equals_a_numpy_pca_of_its_embeddings(minilm_dir):
     settings = SubwordSettings(source=str(minilm_dir))
     table = subword_table(settings, 64)  # (30522, 64)
