@@ -16,7 +16,11 @@ trained too), ``minilm-L<k>`` (all-MiniLM-L6-v2 with its top k layers trained; t
 folder from ``distrl pretrained``; ``-spans``: candidates read in place, EncoderSettings.candidates), and ``smollm2`` (acting only: one of its updates takes minutes on
 this CPU, see docs/performance.md "Pretrained backbone").
 
-    python -m bench.roofline [--threads 1 2] [--bases tiny minilm-L1 ...] [--out bench/results/roofline.json]
+With ``--paraphrase 0 0.8`` each base is measured on demonstrations whose instructions keep the
+templates and on ones rephrased with that probability (the demo's rephrased training): longer,
+more varied instructions cost an update more tokens and its caches more misses.
+
+    python -m bench.roofline [--threads 1 2] [--bases tiny minilm-L1 ...] [--paraphrase 0 ...] [--out bench/results/roofline.json]
 """
 
 from __future__ import annotations
@@ -104,7 +108,9 @@ def _median_time(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def measure_base(base: str, threads: int, repeats: int, peak: float, seed: int = 0) -> dict:
+def measure_base(
+    base: str, threads: int, repeats: int, peak: float, seed: int = 0, paraphrase: float = 0.0
+) -> dict:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -117,7 +123,7 @@ def measure_base(base: str, threads: int, repeats: int, peak: float, seed: int =
     policy = Policy.create(_config(base, seed))
     env = SimDroidEnv(SimDroidEnvConfig(screenshots=False, ui_xml=False))
     observations = [env.reset(f"general-test-{i:04d}", seed=i) for i in range(8)]
-    result: dict = {"base": base, "threads": threads}
+    result: dict = {"base": base, "threads": threads, "paraphrase": paraphrase}
     torch.set_num_threads(threads)
     cache = getattr(policy.model, "cache", None)
     if cache is not None:
@@ -131,7 +137,7 @@ def measure_base(base: str, threads: int, repeats: int, peak: float, seed: int =
     if base == "smollm2":
         return result
 
-    demos = collect_demonstrations(WarmStartConfig(family="general", seed=seed))
+    demos = collect_demonstrations(WarmStartConfig(family="general", seed=seed, paraphrase=paraphrase))
     episodes: dict[str, list] = {}
     for row in demos.rows:
         episodes.setdefault(row["episode_id"], []).append(row)
@@ -144,8 +150,10 @@ def measure_base(base: str, threads: int, repeats: int, peak: float, seed: int =
         learner.update(batch)
     flops = counter.get_total_flops()
     seconds = _median_time(lambda: learner.update(batch), repeats)
+    instructions = [str(row["instruction"]) for row in rows]
     result |= {
         "update_steps": len(rows),
+        "instruction_chars_mean": statistics.mean(map(len, instructions)),
         "update_s": seconds,
         "update_cpu_s": _median_cpu_time(lambda: learner.update(batch), repeats),
         "updates_per_min": 60 / seconds,
@@ -188,6 +196,10 @@ def main() -> int:
         "--bases", nargs="+", choices=BASES, default=["tiny", "minilm-L0", "minilm-L1", "minilm-L2"]
     )
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--paraphrase", type=float, nargs="+", default=[0.0],
+        help="rephrase the demonstrations' instructions with these probabilities (one measurement each)",
+    )  # fmt: skip
     parser.add_argument("--out", default="bench/results/roofline.json")
     args = parser.parse_args()
     load_before = os.getloadavg()
@@ -195,9 +207,11 @@ def main() -> int:
     # a share of peak is against what this machine gave at its least loaded moment of the run.
     peaks = {threads: matmul_peak(threads, max(args.repeats, 5)) for threads in args.threads}
     results = []
-    for base in args.bases:
+    for base, paraphrase in ((b, p) for b in args.bases for p in args.paraphrase):
         for threads in args.threads:
-            r = measure_base(base, threads, args.repeats, peaks[threads]["gflops_peak"])
+            r = measure_base(
+                base, threads, args.repeats, peaks[threads]["gflops_peak"], paraphrase=paraphrase
+            )
             again = matmul_peak(threads, max(args.repeats, 5))
             if again["gflops_peak"] > peaks[threads]["gflops_peak"]:
                 peaks[threads] = again
