@@ -8,8 +8,11 @@ folder with another except the checkout (DISTRL_PROJECT_DIR), as machines share 
 
 from __future__ import annotations
 
+import importlib
 import os
+import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -159,9 +162,47 @@ class Hosts:
             host, f"worker-{generation}", argv, self.worker_env(host), f"worker-{generation}.log"
         )
 
+    def deploy(self, home: Path, timeout_s: float, meanwhile: Callable[[], None]) -> None:
+        """`prefect --no-prompt deploy --all` from the checkout, as the operator runs it (its own
+        PREFECT_HOME under `home`); `meanwhile` runs while it does."""
+        inherited = processes.without_credentials(os.environ)  # `prefect deploy` needs no key
+        env = {k: v for k, v in inherited.items() if not k.startswith("PREFECT_")} | self.address_env()
+        env["PREFECT_HOME"] = str(home / "prefect")
+        deploy = subprocess.Popen(
+            [sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all"],
+            cwd=self.project_dir,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            meanwhile()
+            stdout, stderr = deploy.communicate(timeout=timeout_s)
+        except BaseException:
+            deploy.kill()
+            deploy.communicate()
+            raise
+        if deploy.returncode != 0:
+            raise RuntimeError(f"`prefect deploy --all` failed:\n{stdout[-3000:]}\n{stderr[-3000:]}")
+
+    def warm_up_operator(self) -> None:
+        """Load what the operator reads with later (MLflow's client and its REST store, the store,
+        DuckDB): loaded by a phase's first check instead, it held that phase up to minutes on a
+        loaded machine."""
+        for module in ("storage.catalog", "storage.sql_views"):
+            importlib.import_module(module)
+        from mlflow import MlflowClient
+
+        url = self.url("mlflow")
+        MlflowClient(tracking_uri=url, registry_uri=url).search_registered_models(max_results=1)
+
     def logs(self, host: str) -> list[Path]:
         return sorted((self.run_dir / host).glob("*.log"))
 
-    def stop(self) -> None:
-        processes.stop_tree([p.pid for p in self.procs.values()], grace_s=5)
-        self.procs.clear()
+    def stop(self, hosts: tuple[str, ...] = HOSTS) -> None:
+        """Stop the processes of `hosts` (default: all)."""
+        names = [name for name in self.procs if name.split("/")[0] in hosts]
+        processes.stop_tree([self.procs[name].pid for name in names], grace_s=5)
+        for name in names:
+            del self.procs[name]

@@ -4,6 +4,7 @@ TCP connections waiting on a server."""
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -54,3 +55,14 @@ def log_window(start: dict[Path, int], end: dict[Path, int], root: Path) -> dict
             "notable": notable[:12],
         }
     return by_host
+
+
+def shard_rows(urls: list[str]) -> list[int]:
+    """Rows of each shard (s3:// URLs) of the store this process's environment names, read side by
+    side: one at a time took ~3 s a shard on a loaded machine."""
+    from storage.catalog import read_shard
+    from storage.store import open_store
+
+    store = open_store()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return list(pool.map(lambda url: read_shard(store, url.removeprefix("s3://")).num_rows, urls))

@@ -15,7 +15,9 @@ address (`bench/_multihost_hosts.py`). Then, in order:
 3. the head's cable is pulled for `cut_seconds` (`ip link set <veth> down`, then up): the runs must
    carry on, and afterwards new versions and new shards from both collectors must appear. What each
    host logged while the head was away is part of the result;
-4. episodes, versions and shards per host, read back with `distrl sql`'s views (`shards`, `episodes`).
+4. the collector and learner hosts are stopped (what needed them running is checked), then
+   episodes, versions and shards per host are read back with `distrl sql`'s views (`shards`,
+   `episodes`) from the store at rest.
 
 Needs root (network namespaces); writes bench/results/multihost.json. tests/integration/test_multihost.py
 runs the same scenario.
@@ -28,10 +30,10 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,22 +49,28 @@ from bench._multihost_hosts import (
     PORTS,
     Hosts,
 )
-from bench._multihost_observe import WROTE_SHARD, log_window, tcp_to
+from bench._multihost_observe import WROTE_SHARD, log_window, shard_rows, tcp_to
 from bench.netns import Network
-from ops import processes
 from ops.cli_flows import environment_kept
 
 REPO = Path(__file__).resolve().parents[1]
+# How often `Scenario.wait_for` checks (log files, one MLflow search): every phase ends in such a
+# wait, and at 2 s each gave away ~1 s on average.
+POLL_S = 0.5
 
+# Training starts at ~2 shards (one per collector, ~35 steps each): version 2 then comes as soon as
+# the collectors have written their first shards, which the first phase waits for anyway.
 LEARNER_PARAMS: dict[str, Any] = {
     "params": {"batch_size": 4, "updates_per_block": 4, "publish_every_updates": 4, "max_minutes": 30.0},
-    "replay": {"min_size_steps": 200},
+    "replay": {"min_size_steps": 64},
     "warm_start": {"family": "general", "updates": 5},
 }
 # Emulator-like step latency: the collectors sleep rather than spin, so three hosts share two cores.
+# A batch is one episode per environment (num_envs 4) and a shard is one batch: every phase waits
+# for a shard, and a batch of 8 took two rounds of the environments (~10-20 s on a loaded machine).
 COLLECTOR_PARAMS: dict[str, Any] = {
-    "episodes_per_batch": 8,
-    "flush_episodes": 8,
+    "episodes_per_batch": 4,
+    "flush_episodes": 4,
     "flush_seconds": 5.0,
     "step_latency_s": 0.1,
     "task_run_seconds": 10.0,
@@ -131,7 +139,7 @@ class Scenario:
                 raise TimeoutError(
                     f"not within {timeout_s or self.config.phase_timeout_s:.0f} s: {what}\n{self.tails()}"
                 )
-            time.sleep(2)
+            time.sleep(POLL_S)
 
     def tails(self) -> str:
         return "\n".join(f"--- {n} ---\n{p.tail(15)}" for n, p in self.hosts.procs.items())
@@ -204,24 +212,13 @@ class Scenario:
                 client.create_work_pool(
                     WorkPoolCreate(name=pool, type="process", base_job_template=template), overwrite=True
                 )
-        inherited = processes.without_credentials(os.environ)  # `prefect deploy` needs no key
-        deploy_env = {k: v for k, v in inherited.items() if not k.startswith("PREFECT_")} | env
-        deploy_env["PREFECT_HOME"] = str(self.config.run_dir / "operator" / "prefect")
-        done = subprocess.run(
-            [sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all"],
-            cwd=self.config.project_dir,
-            env=deploy_env,
-            capture_output=True,
-            text=True,
-            timeout=self.config.startup_timeout_s,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(
-                f"`prefect deploy --all` failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-            )
-        self.mark("operator: work pools created, `prefect deploy --all` done")
+        # The workers need only their pools: their start-up (seconds of imports each) overlaps the deploy.
         for host in (COLLECTOR_A, COLLECTOR_B, LEARNER):
             self.hosts.start_worker(host)
+        self.hosts.deploy(
+            self.config.run_dir / "operator", self.config.startup_timeout_s, self.hosts.warm_up_operator
+        )
+        self.mark("operator: work pools created, workers starting, `prefect deploy --all` done")
 
         def online() -> bool:
             with self.api() as client:
@@ -262,12 +259,13 @@ class Scenario:
             "learner published a new version and collector-b wrote new shards after the power cut",
             lambda: len(self.versions()) > versions and len(self.shards_logged(COLLECTOR_B)) > b_before,
         )
-        from storage.catalog import read_shard
-        from storage.store import open_store
+        self.result["power_cut"]["versions_after"] = len(self.versions())
 
-        store = open_store()
-        readable = [url for url in acknowledged if read_shard(store, url.removeprefix("s3://")).num_rows]
-        self.result["power_cut"] |= {"readable_shards": len(readable), "versions_after": len(self.versions())}
+    def check_acknowledged(self) -> int:
+        """Read back every shard collector-a reported before its power cut."""
+        rows = shard_rows(self.result["power_cut"]["acknowledged_shards"])
+        self.result["power_cut"]["readable_shards"] = sum(1 for n in rows if n)
+        return int(self.result["power_cut"]["readable_shards"])
 
     def rejoin(self) -> None:
         from prefect.states import Crashed
@@ -279,6 +277,9 @@ class Scenario:
         self.hosts.start_worker(COLLECTOR_A, generation=2)
         self.run_deployment(COLLECTOR_A, {"params": COLLECTOR_PARAMS})
         self.mark(f"collector-a restarted: lost run was {lost_state!r}, marked Crashed; new run started")
+        # While the new worker and its flow run start up (tens of seconds), not before.
+        readable = self.check_acknowledged()
+        self.mark(f"collector-a's acknowledged shards read back: {readable} readable")
         self.wait_for(
             "collector-a's new run wrote a shard",
             lambda: bool(self.shards_logged(COLLECTOR_A, "worker-2.log")),
@@ -296,8 +297,12 @@ class Scenario:
         time.sleep(self.config.cut_seconds / 2)
         # Mid-cut: on each host, its TCP connections to the head's servers, and how many hold
         # request bytes the head has not acknowledged (a call blocked, being retransmitted).
-        waiting = {host: self.connections_to_head(host) for host in (COLLECTOR_A, COLLECTOR_B, LEARNER)}
-        time.sleep(self.config.cut_seconds / 2)
+        # The three hosts at once, then what is left of the cut: their `ss` can take 15-30 s on a
+        # loaded machine, which a fixed second half of the cut added to it (47 s instead of 30).
+        readers = (COLLECTOR_A, COLLECTOR_B, LEARNER)
+        with ThreadPoolExecutor(max_workers=len(readers)) as pool:
+            waiting = dict(zip(readers, pool.map(self.connections_to_head, readers), strict=True))
+        time.sleep(max(0.0, cut_at + self.config.cut_seconds - (time.monotonic() - self.started)))
         self.net.plug_cable(HEAD)
         plugged_wall, plugged_at = time.time(), self.mark("head's cable plugged back")
         during = self.log_sizes()
@@ -318,6 +323,10 @@ class Scenario:
         }
 
     def report(self) -> None:
+        # The runs' part is checked: stopped, they no longer take the cores from moto and DuckDB (with
+        # them running, this read took 245 s once on a loaded machine), nor add shards meanwhile.
+        self.hosts.stop(hosts=(COLLECTOR_A, COLLECTOR_B, LEARNER))
+        self.mark("collector and learner hosts stopped")
         from storage.sql_views import open_sql
         from storage.store import open_store
 
