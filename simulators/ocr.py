@@ -232,7 +232,7 @@ class OcrReader:
                 x1, y1, x2, y2 = box.box
                 # A box's margin may reach past the screen where a band touches its edge.
                 place = (x1, max(0.0, y1 + top), x2, min(float(height), y2 + top))
-                boxes.append(TextBox(box.text, box.score, place))
+                boxes.append(TextBox(box.text, box.score, place, box.spans))
         return boxes
 
     def _read_band(self, band: np.ndarray[Any, Any], scale: float) -> tuple[TextBox, ...]:
@@ -321,10 +321,15 @@ def _text_box(line: list[Any]) -> TextBox:
     # With return_word_box a line is [quad, text, score, character quads, characters, confidences].
     chars = line[4] if len(line) >= 5 else None
     char_quads = line[3] if len(line) >= 5 else None
+    kept: tuple[tuple[float, float], ...] = ()
     if isinstance(chars, list) and isinstance(char_quads, list) and len(chars) == len(char_quads):
-        spans = [(min(p[0] for p in q), max(p[0] for p in q)) for q in char_quads]
+        spans = [(float(min(p[0] for p in q)), float(max(p[0] for p in q))) for q in char_quads]
         text = respace([str(c) for c in chars], spans)
-    return TextBox(text, score, (min(xs), min(ys), max(xs), max(ys)))
+        # Respacing only adds or drops spaces: the other characters keep their spans, in order.
+        kept = tuple(span for c, span in zip(chars, spans, strict=True) if str(c).strip())
+        if len(kept) != sum(not c.isspace() for c in text):
+            kept = ()
+    return TextBox(text, score, (min(xs), min(ys), max(xs), max(ys)), kept)
 
 
 @functools.cache

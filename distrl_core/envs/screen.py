@@ -10,7 +10,9 @@ tap), and a tap on element ``i`` is executed, and stored, as a tap on its box's 
 
 Widgets that draw no text (a slider, an icon button, an empty text field) are found in the pixels
 by ``distrl_core.envs.screen_widgets`` and join the elements as a ``SeekBar``, an ``ImageButton``
-or an ``EditText`` (``ScreenConfig.widgets``).
+or an ``EditText`` (``ScreenConfig.widgets``); a switch found there becomes a ``Switch`` named by
+the text beside it and flagged on or off, as the UI dump's are, and a caret seen after a field's
+text makes that text a focused ``EditText``.
 
 This module is pure: boxes in, elements and actions out; reading the pixels is the caller's job.
 """
@@ -28,6 +30,7 @@ from typing import Literal
 from distrl_core.envs.action_rules import ActionKind
 from distrl_core.envs.actions import Action
 from distrl_core.envs.observation import Observation, UIElement, compact_tree
+from distrl_core.envs.screen_controls import Line, caret_marks, switch_labels
 from distrl_core.envs.screen_widgets import WidgetBox
 
 __all__ = [
@@ -49,17 +52,20 @@ ObservationKind = Literal["tree", "screen"]
 OBSERVATION_KINDS: tuple[ObservationKind, ...] = ("tree", "screen")
 OBSERVATION_KEY = "observation"  # the Observation.extras key naming the kind ("tree" when absent)
 FOCUSED_FIELD = "focused field"  # the kind of an empty field whose caret was seen (``WidgetBox.focused``)
+SWITCH_ON = "switch on"  # the kind of a switch whose knob is at its on end (``WidgetBox.checked``)
 CARET = "|"  # SimDroid draws a focused field's text caret as a bar, and an OCR reads it as one
 
 
 @dataclass(frozen=True, slots=True)
 class TextBox:
-    """One text line an OCR read: its text, confidence in [0, 1], and its axis-aligned box
-    ``(x1, y1, x2, y2)`` in screenshot pixels."""
+    """One text line an OCR read: its text, confidence in [0, 1], its axis-aligned box
+    ``(x1, y1, x2, y2)`` in screenshot pixels and, where the reader gives them, the ``(x1, x2)``
+    span of each of the text's characters but spaces, in order (empty when it gives none)."""
 
     text: str
     score: float
     box: tuple[float, float, float, float]
+    spans: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,9 +81,12 @@ class ScreenConfig:
     - ``widgets``: widgets that draw no text are found in the screenshot's pixels
       (``screen_widgets.find_widgets``: sliders, icon buttons, empty fields: no OCR reads them)
       and become elements too: ``SeekBar "slider"`` (a tap at a fraction of its width sets that
-      fraction), ``ImageButton "icon"`` and an empty text field's ``EditText "field" edit`` (named
-      by its form label where one is read above or left of it, ``focused`` with its caret). Off,
-      the elements are the OCR's boxes alone.
+      fraction), ``ImageButton "icon"``, an empty text field's ``EditText "field" edit`` (named
+      by its form label where one is read above or left of it, ``focused`` with its caret) and a
+      switch's ``Switch`` (named by the text left of it on its row, which it takes the place of,
+      ``on`` or ``off`` by its knob); the caret after a field's text makes that text a focused
+      ``EditText``, without what the OCR read the caret as. Off, the elements are the OCR's boxes
+      alone.
     """
 
     min_score: float = 0.5
@@ -125,6 +134,7 @@ WIDGET_ELEMENTS = {
     "slider": ("android.widget.SeekBar", "slider"),
     "icon": ("android.widget.ImageButton", "icon"),
     "field": ("android.widget.EditText", "field"),
+    "switch": ("android.widget.Switch", "switch"),
 }
 _Kept = tuple[int, int, int, int, str, str]  # bounds, text, kind: "text", "focused" or a widget's
 
@@ -144,11 +154,22 @@ def screen_elements(
     (``WIDGET_ELEMENTS``); its box is exact pixels (x2, y2 exclusive), scaled as such. An empty
     field is named by the text line just above it, else left of it on its row (the form's label,
     as people read it: "Hour" and "Minute" fields apart), and is focused when its caret was seen
-    (``WidgetBox.focused``)."""
+    (``WidgetBox.focused``). A switch takes the place of the text left of it on its row, as its
+    label, and of any text read over it (an off knob's ring reads as an "O"); a caret after a text
+    makes it a focused field (``screen_controls.caret_marks``)."""
     sx = screen_size[0] / max(1, shot_size[0])
     sy = screen_size[1] / max(1, shot_size[1])
+    texts: list[Line] = [
+        (box.box, " ".join(box.text.split()), box.spans)
+        for box in boxes
+        if box.score >= config.min_score and box.text.strip()
+    ]
+    focused_texts = caret_marks(texts, [w.box for w in widgets if w.kind == "caret"])
+    labels = switch_labels(texts, [w.box for w in widgets if w.kind == "switch"])
     kept: list[_Kept] = []
     for widget in widgets:
+        if widget.kind == "caret":
+            continue
         wx1, wy1, wx2, wy2 = widget.box
         bounds = (
             max(0, int(wx1 * sx)),
@@ -158,12 +179,13 @@ def screen_elements(
         )
         shown = bounds[2] > bounds[0] and bounds[3] > bounds[1]
         if shown and (bounds[1] + bounds[3]) / 2 >= config.status_bar * screen_size[1]:
-            kept.append((*bounds, "", FOCUSED_FIELD if widget.focused else widget.kind))
-    for box in boxes:
-        text = " ".join(box.text.split())
-        if box.score < config.min_score or not text:
+            if widget.kind == "switch":
+                kept.append((*bounds, labels.get(widget.box, ""), SWITCH_ON if widget.checked else "switch"))
+            else:
+                kept.append((*bounds, "", FOCUSED_FIELD if widget.focused else widget.kind))
+    for i, ((x1, y1, x2, y2), text, _) in enumerate(texts):
+        if not text:  # taken by a switch
             continue
-        x1, y1, x2, y2 = box.box
         bounds = (
             max(0, int(x1 * sx)),
             max(0, int(y1 * sy)),
@@ -174,43 +196,54 @@ def screen_elements(
             continue
         if (bounds[1] + bounds[3]) / 2 < config.status_bar * screen_size[1]:
             continue
-        focused = text.endswith(CARET)
+        focused = text.endswith(CARET) or i in focused_texts
         kept.append((*bounds, text.removesuffix(CARET).rstrip(), "focused" if focused else "text"))
-    elements: list[UIElement] = []
     ordered = _reading_order(kept)[: config.max_elements]
-    for x1, y1, x2, y2, text, kind in ordered:
-        if kind in WIDGET_ELEMENTS or kind == FOCUSED_FIELD:
-            class_name, label = WIDGET_ELEMENTS["field" if kind == FOCUSED_FIELD else kind]
-            field = kind in ("field", FOCUSED_FIELD)
-            if field:  # named as people read a form: by the label above it or left of it
-                label = _field_label((x1, y1, x2, y2), ordered) or label
-            elements.append(
-                UIElement(
-                    index=len(elements),
-                    content_desc=label,
-                    class_name=class_name,
-                    bounds=(x1, y1, x2, y2),
-                    clickable=True,
-                    editable=field,
-                    focusable=field,
-                    focused=kind == FOCUSED_FIELD,
-                )
-            )
-            continue
-        focused = kind == "focused"
-        elements.append(
-            UIElement(
-                index=len(elements),
-                text=text,
-                class_name="android.widget.EditText" if focused else "android.widget.TextView",
-                bounds=(x1, y1, x2, y2),
-                clickable=True,
-                editable=focused,
-                focusable=focused,
-                focused=focused,
-            )
+    return tuple(_element(i, entry, ordered) for i, entry in enumerate(ordered))
+
+
+def _element(index: int, entry: _Kept, ordered: Sequence[_Kept]) -> UIElement:
+    """Element ``index`` of the screen, of one kept box (``ordered``: all of them, for a field's
+    label)."""
+    x1, y1, x2, y2, text, kind = entry
+    if kind in ("switch", SWITCH_ON):
+        class_name, label = WIDGET_ELEMENTS["switch"]
+        return UIElement(
+            index=index,
+            text=text,
+            content_desc="" if text else label,
+            class_name=class_name,
+            bounds=(x1, y1, x2, y2),
+            clickable=True,
+            checkable=True,
+            checked=kind == SWITCH_ON,
         )
-    return tuple(elements)
+    if kind in WIDGET_ELEMENTS or kind == FOCUSED_FIELD:
+        class_name, label = WIDGET_ELEMENTS["field" if kind == FOCUSED_FIELD else kind]
+        field = kind in ("field", FOCUSED_FIELD)
+        if field:  # named as people read a form: by the label above it or left of it
+            label = _field_label((x1, y1, x2, y2), ordered) or label
+        return UIElement(
+            index=index,
+            content_desc=label,
+            class_name=class_name,
+            bounds=(x1, y1, x2, y2),
+            clickable=True,
+            editable=field,
+            focusable=field,
+            focused=kind == FOCUSED_FIELD,
+        )
+    focused = kind == "focused"
+    return UIElement(
+        index=index,
+        text=text,
+        class_name="android.widget.EditText" if focused else "android.widget.TextView",
+        bounds=(x1, y1, x2, y2),
+        clickable=True,
+        editable=focused,
+        focusable=focused,
+        focused=focused,
+    )
 
 
 def _field_label(field: tuple[int, int, int, int], kept: Sequence[_Kept]) -> str | None:

@@ -17,10 +17,13 @@ array passes find them without any model:
   empty rows and columns): roughly square, its side within ``icon_side`` of the screen's width,
   mostly filled, overlapping no text box, and with no text box right under it (a launcher icon's
   caption is that app's element already);
-- an empty **text field** is a wide frame, as tall as an icon, with nothing inside (a field with
-  no hint, such as the Clock's minute box, reads as no text either) but, when it has the focus,
-  its text caret: one thin upright bar (an OCR reads a lone caret as nothing, so the caret seen
-  in the pixels is what says that typing goes there).
+- an empty **text field** is a wide frame, as tall as an icon, that holds no text an OCR read (a
+  field with no hint, such as the Clock's minute box, reads as no text, and so may a one-character
+  value, "7 |"); it is focused when its last shape is its text caret: one thin upright bar (an
+  OCR reads a lone caret as nothing, so the caret seen in the pixels is what says that typing
+  goes there);
+- a **switch** (a short thick track with a knob at one end) and the **caret** after the text of
+  a framed field are drawn beside text: ``distrl_core.envs.screen_controls`` finds them.
 
 Pure numpy, pixels and text boxes in, boxes out, in the screenshot's pixels; a SimDroid screen of
 540x1200 takes a few milliseconds. ``distrl_core.envs.screen.screen_elements`` makes elements of
@@ -35,9 +38,11 @@ from typing import Any, Literal
 
 import numpy as np
 
+from distrl_core.envs.screen_controls import find_switches, text_caret
+
 __all__ = ["WidgetBox", "WidgetConfig", "find_widgets"]
 
-WidgetKind = Literal["slider", "icon", "field"]
+WidgetKind = Literal["slider", "icon", "field", "switch", "caret"]
 Box = tuple[int, int, int, int]  # x1, y1, x2, y2 in screenshot pixels, x2/y2 exclusive
 
 
@@ -45,11 +50,14 @@ Box = tuple[int, int, int, int]  # x1, y1, x2, y2 in screenshot pixels, x2/y2 ex
 class WidgetBox:
     """One widget found: its kind and its box (``x1, y1, x2, y2``, x2/y2 exclusive) in screenshot
     pixels. A slider's box spans its track's columns (a tap at a fraction of it sets that fraction)
-    and its knob's rows. ``focused``: an empty field showing its text caret."""
+    and its knob's rows; a switch's, its track and knob; a caret's, the bar after a field's text
+    (the text box it ends is that field). ``focused``: an empty field showing its text caret.
+    ``checked``: a switch whose knob is at its track's right end (on)."""
 
     kind: WidgetKind
     box: Box
     focused: bool = False
+    checked: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,8 +74,12 @@ class WidgetConfig:
     - ``icon_fill``: at least this fraction of an icon's box is foreground (a solid shape, not an
       outline such as a text field's frame).
     - ``field_width``: an empty text field's frame is at least this wide (and as tall as an icon).
-    - ``caret``: a focused empty field's caret is at most this wide and at least this fraction of
+    - ``caret``: a focused field's caret is at most this wide and at least this fraction of
       the field's inner height tall (SimDroid's: 2 px by 19 of 60 rows on a 540 px screenshot).
+    - ``switch_length``: a switch's track is this long (SimDroid's: 0.04 of the width in the
+      Clock's alarm list, 0.15 on a settings page; a slider's track is longer).
+    - ``switch_thickness``: a switch's track is this thick (SimDroid's: 9 rows on a 540 px
+      screenshot; a slider's 3 rows are thinner).
     """
 
     shift: int = 4
@@ -78,6 +90,8 @@ class WidgetConfig:
     icon_fill: float = 0.6
     field_width: float = 0.15
     caret: tuple[float, float] = (0.008, 0.2)
+    switch_length: tuple[float, float] = (0.035, 0.2)
+    switch_thickness: tuple[float, float] = (0.007, 0.045)
 
 
 def find_widgets(
@@ -86,7 +100,7 @@ def find_widgets(
     top: int = 0,
     config: WidgetConfig = WidgetConfig(),
 ) -> list[WidgetBox]:
-    """Sliders and icons of a screenshot, top to bottom.
+    """Sliders, switches, icons, fields and carets of a screenshot, top to bottom.
 
     ``pixels``: (height, width, 3 or 4) uint8, RGB or BGR alike (only equality of colours counts).
     ``text_boxes``: the OCR's boxes ``(x1, y1, x2, y2)`` in the same pixels. ``top``: rows above
@@ -101,16 +115,30 @@ def find_widgets(
         for x1, y1, x2, y2 in text_boxes
     ]
     sliders = _sliders(fg, texts, config)
+    # Before any text is blanked: an OCR may read a switch's knob as an "O" and box it.
+    switches = [
+        WidgetBox("switch", box, checked=on)
+        for box, on in find_switches(fg, config.switch_length, config.switch_thickness)
+    ]
     blank = fg.copy()
-    for x1, y1, x2, y2 in texts + [s.box for s in sliders]:
+    for x1, y1, x2, y2 in texts + [w.box for w in sliders + switches]:
         blank[y1:y2, x1:x2] = False
     shapes: list[WidgetBox] = []
     for box in _blobs(blank):
         if _is_icon(box, blank, texts, width, config):
             shapes.append(WidgetBox("icon", box))
-        elif _is_field(box, blank, texts, width, config):
-            shapes.append(WidgetBox("field", box, _has_caret(box, blank, width, config)))
-    return sorted(sliders + shapes, key=lambda w: (w.box[1], w.box[0]))
+        elif _is_frame(box, fg, blank, width, config):
+            inside = [t for t in texts if _overlap(box, t)]
+            wide = max(2, config.caret[0] * width)
+            if not inside:  # an OCR may read a one-character value ("7 |") as nothing
+                shapes.append(
+                    WidgetBox("field", box, text_caret(fg, box, box, wide, config.caret[1]) is not None)
+                )
+            for text in inside:
+                caret = text_caret(fg, text, box, wide, config.caret[1])
+                if caret is not None:
+                    shapes.append(WidgetBox("caret", caret))
+    return sorted(sliders + switches + shapes, key=lambda w: (w.box[1], w.box[0]))
 
 
 def _foreground(rgb: np.ndarray[Any, Any], config: WidgetConfig) -> np.ndarray[Any, Any]:
@@ -230,35 +258,21 @@ def _is_icon(
     return not any(t[0] <= cx < t[2] and y2 - 2 <= t[1] <= y2 + h / 2 for t in texts)
 
 
-def _is_field(
-    box: Box, mask: np.ndarray[Any, Any], texts: list[Box], width: int, config: WidgetConfig
+def _is_frame(
+    box: Box, fg: np.ndarray[Any, Any], blank: np.ndarray[Any, Any], width: int, config: WidgetConfig
 ) -> bool:
-    """An empty text field: a wide, row-high frame (its four sides drawn, its inside empty but for
-    a caret) that holds no text (a field showing text or a hint is that text's element already)."""
+    """A text field's frame: wide, row-high, its four sides drawn (in ``fg``: an OCR box may reach
+    over a side) and its inside empty once text is blanked (``blank``) but for a caret. One that
+    holds no text is an empty field (a field showing text or a hint is that text's element)."""
     x1, y1, x2, y2 = box
     w, h = x2 - x1, y2 - y1
     if w < config.field_width * width or not config.icon_side[0] * width <= h <= config.icon_side[1] * width:
         return False
-    sides = (mask[y1, x1:x2], mask[y2 - 1, x1:x2], mask[y1:y2, x1], mask[y1:y2, x2 - 1])
-    if (
-        min(float(side.mean()) for side in sides) < 0.9
-        or mask[y1 + 3 : y2 - 3, x1 + 3 : x2 - 3].mean() > 0.02
-    ):
-        return False
-    return not any(_overlap(box, t) for t in texts)
-
-
-def _has_caret(box: Box, mask: np.ndarray[Any, Any], width: int, config: WidgetConfig) -> bool:
-    """Whether the inside of a field's frame (3 px in from each side) holds one thin upright bar
-    and nothing else: its text caret."""
-    x1, y1, x2, y2 = box
-    inside = mask[y1 + 3 : y2 - 3, x1 + 3 : x2 - 3]
-    rows, cols = np.flatnonzero(inside.any(axis=1)), np.flatnonzero(inside.any(axis=0))
-    if not len(rows):
-        return False
-    wide, tall = cols[-1] - cols[0] + 1, rows[-1] - rows[0] + 1
-    solid = float(inside[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1].mean()) >= 0.8
-    return solid and wide <= max(2, config.caret[0] * width) and tall >= config.caret[1] * inside.shape[0]
+    sides = (fg[y1, x1:x2], fg[y2 - 1, x1:x2], fg[y1:y2, x1], fg[y1:y2, x2 - 1])
+    return (
+        min(float(side.mean()) for side in sides) >= 0.9
+        and blank[y1 + 3 : y2 - 3, x1 + 3 : x2 - 3].mean() <= 0.02
+    )
 
 
 def _overlap(a: Box, b: Box) -> bool:
