@@ -1,6 +1,6 @@
 """Fault scenarios of two learners at once and of `distrl up`'s children, at benchmark counts
 (tests/reliability/test_replay_lease.py, test_two_learners.py, test_first_start.py and
-test_up_allowlist.py run the same at small counts). bench/faults.py merges `SCENARIOS` into its
+tests/integration/test_deployments.py (the canaries) run the same at small counts). bench/faults.py merges `SCENARIOS` into its
 table; each needs the S3 variables bench/faults.py sets (moto) and returns its `row`:
 
 - two learners at once: pairs started together, of one replay (the lease refuses the second) or

@@ -1,6 +1,6 @@
 """`distrl up --database postgres` before any server starts (ops/postgres.py): a bad
 DISTRL_POSTGRES_URL or a missing PostgreSQL is one line naming the fix, and the password reaches no
-message, URL, argv or child environment. The stack itself runs in tests/integration/test_postgres_stack.py."""
+message, URL, argv or child environment. The stack itself runs in tests/integration/test_deployments.py."""
 
 from __future__ import annotations
 

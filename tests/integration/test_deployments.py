@@ -4,6 +4,12 @@ A learner worker (pool learner-gpu) and two collector workers (collectors-a, col
 `learn` and `collect` deployments against the S3 store and the MLflow server; an evaluation worker
 then runs `evaluate`. Shards from both pools, the versions published and used, and the evaluation
 are checked through SQL and the registry, as a person would check them.
+
+The same stack (the module's `stack`, tests/integration/conftest.py: one start-up instead of
+three) then answers two more questions, in this order: no credential of the starting process
+reached any child (test_up_allowlist.py's unit test checks the allowlists themselves), and on
+PostgreSQL the flow runs and versions live in its tables and it stops with the stack (the last
+test: it stops the stack).
 """
 
 from __future__ import annotations
@@ -11,15 +17,19 @@ from __future__ import annotations
 import itertools
 import re
 import time
+from pathlib import Path
 from uuid import UUID
 
+import psutil
 import pytest
 
+from bench.faults_lease import CANARIES, CANARY_PARTS
+from ops import postgres
 from ops.up import Stack, read_deployments
 from storage.registry import PolicyRegistry
 from storage.sql_views import open_sql
 from storage.store import open_store
-from tests.integration.conftest import REPO, client_env
+from tests.integration.conftest import CANARIES_AT_START, REPO, client_env, postgres_unavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -49,6 +59,23 @@ COLLECTOR = {
     "flush_seconds": 5.0,
     "step_latency_s": 0.1,
 }
+
+# The flow runs test_collectors_and_learner_across_work_pools saw complete (learn, evaluate and both
+# collectors): the PostgreSQL test reads them back from PostgreSQL's tables instead of running more.
+FINISHED: list[UUID] = []
+# The PostgreSQL test's own runs when it runs alone (after the deployments test it reads its runs).
+PG_LEARNER = {
+    "params": {
+        "batch_size": 4,
+        "updates_per_block": 4,
+        "publish_every_updates": 4,
+        "max_updates": 8,
+        "max_minutes": 4.0,
+    },
+    "replay": {"min_size_steps": 100},
+    "warm_start": {"family": "general", "updates": 2},
+}
+PG_COLLECTOR = {"max_minutes": 1.0, "episodes_per_batch": 8, "flush_episodes": 8, "flush_seconds": 5.0}
 
 
 def _run(client, name: str, parameters: dict | None = None) -> UUID:
@@ -108,6 +135,25 @@ def _worker_logs(stack: Stack) -> str:
     )
 
 
+def _family(stack: Stack) -> list[psutil.Process]:
+    found = []
+    for proc in stack.procs.values():
+        try:
+            root = psutil.Process(proc.pid)
+            found += [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def _environ(proc: psutil.Process) -> str:
+    """NUL-separated, with a leading NUL: `\0NAME=` finds a variable by its whole name."""
+    try:
+        return "\0" + Path(f"/proc/{proc.pid}/environ").read_bytes().decode(errors="replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+
+
 def test_prefect_yaml_names_every_role() -> None:
     deployments = {d["name"]: d for d in read_deployments(REPO)}
     assert {"collect-pool-a", "collect-pool-b", "learn", "evaluate", "evaluator", "retrain"} <= set(
@@ -138,6 +184,7 @@ def test_collectors_and_learner_across_work_pools(stack: Stack) -> None:
 
     failed = {run.name: run.state_name for run in runs.values() if not run.state.is_completed()}
     assert not failed, f"{failed}\n{_worker_logs(stack)}"
+    FINISHED.extend(runs)
     assert runs[learn_id].name == "learn-aride-24-updates" and runs[evaluate_id].name.startswith("evaluate-v")
     with stack.api() as client:
         collected = {p: _task_run_names(client, collect_ids[p]) for p in "ab"}
@@ -207,3 +254,88 @@ def test_collectors_and_learner_across_work_pools(stack: Stack) -> None:
         assert sum(counts) == per_pool_episodes[f"pool_{pool}"], (names, per_pool_episodes)
         batches = per_pool_episodes[f"pool_{pool}"] / COLLECTOR["episodes_per_batch"]
         assert len(counts) < batches, names
+
+
+def test_no_canary_reaches_any_child_and_the_stack_still_runs_a_flow(stack: Stack) -> None:
+    """`distrl up` children inherit by allowlist, per role (ops/up_env.py): HF_TOKEN, GITHUB_TOKEN,
+    MLFLOW_TRACKING_PASSWORD, PREFECT_API_KEY, PREFECT_API_AUTH_STRING, legacy AWS_ACCESS_KEY, a
+    password inside MLFLOW_TRACKING_URI and an unknown variable all reached moto, MLflow, the Prefect
+    server and every worker through a denylist. The stack was started with them in the environment
+    (the fixture); none is in any child's /proc/<pid>/environ, and a worker runs a flow."""
+    # The continuous evaluator is a flow run that a worker started: wait until it runs (after the
+    # test above it already does).
+    deadline = time.monotonic() + 300
+    while True:
+        with stack.api() as client:
+            state = client.read_flow_run(UUID(stack.evaluator_run_id)).state
+        if state is not None and state.is_running():
+            break
+        assert state is None or not state.is_final(), state
+        assert time.monotonic() < deadline, f"the evaluator's flow run never started: {state}"
+        time.sleep(2)
+    family = _family(stack)
+    environs = {f"{p.pid} {' '.join(p.cmdline()[:6])}": _environ(p) for p in family}
+    workers = [name for name in stack.procs if name.startswith("worker-")]
+    assert len(workers) == 5 and len(family) >= 3 + 5 + 1, sorted(environs)
+    assert any("\0DISTRL_STORE_URI=s3://" in text for text in environs.values())  # the stack's own
+    # Values, not names: the MLflow server sets its own MLFLOW_TRACKING_URI for its workers.
+    needles = [*CANARIES.values(), *CANARY_PARTS]
+    leaks = {where: sorted(n for n in needles if n in text) for where, text in environs.items()}
+    assert {where: found for where, found in leaks.items() if found} == {}
+    assert CANARIES_AT_START == CANARIES  # the canaries were there to leak
+
+
+def test_flow_runs_and_versions_live_in_postgres(stack: Stack) -> None:
+    """`distrl up --database postgres` for real: the stack starts PostgreSQL itself (ops/postgres.py)
+    and runs the Prefect and MLflow servers on it; the learner's and collectors' flow runs (the
+    test above's, or, run alone, three of its own) and the published versions are read from
+    PostgreSQL's own tables; no server log says "database is locked", none holds the password, and
+    PostgreSQL stops with the stack. Last in this module: it stops the stack. Skips, saying why,
+    without PostgreSQL's server programs (`make postgres-deps` installs them)."""
+    reason = postgres_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    server = stack.database
+    assert server is not None and "postgres" in stack.procs
+    database_proc = stack.procs["postgres"]
+    run_ids = list(FINISHED)
+    if not run_ids:  # this test alone: a learner and two collectors of its own, briefly
+        with stack.api() as client:
+            run_ids = [_run(client, "learn/learn", PG_LEARNER)]
+            run_ids += [_run(client, f"collect/collect-pool-{p}", {"params": PG_COLLECTOR}) for p in "ab"]
+            runs = _wait(stack, client, run_ids, timeout_s=600)
+        failed = {run.name: run.state_name for run in runs.values() if not run.state.is_completed()}
+        assert not failed, f"{failed}\n{_worker_logs(stack)}"
+    with client_env(stack):
+        versions = PolicyRegistry().versions()
+    assert len(versions) >= 2, versions  # the warm start and at least one of the learner's
+
+    # Prefect's and MLflow's own tables, read from PostgreSQL rather than through their APIs.
+    with postgres.connect(server, postgres.PREFECT_DB) as conn:
+        rows = conn.execute("SELECT id, state_type FROM flow_run WHERE id = ANY(%s)", [run_ids]).fetchall()
+    assert {(row[0], row[1]) for row in rows} == {(run_id, "COMPLETED") for run_id in run_ids}, rows
+    with postgres.connect(server, postgres.MLFLOW_DB) as conn:
+        stored = [
+            row[0] for row in conn.execute("SELECT version FROM model_versions ORDER BY version").fetchall()
+        ]
+    assert stored == sorted(versions), stored
+    # Neither server made a SQLite file of its own.
+    assert not list(stack.run_dir.rglob("*.db")), list(stack.run_dir.rglob("*.db"))
+
+    logs = {path.name: path.read_text(errors="replace") for path in (stack.run_dir / "logs").glob("*.log")}
+    assert {"prefect.log", "mlflow.log", "postgres.log"} <= set(logs), sorted(logs)
+    assert not [name for name, text in logs.items() if "database is locked" in text]
+    described = stack.describe()
+    assert f"PostgreSQL {server.host}:{server.port}" in described
+    for name, text in {
+        **logs,
+        "describe": described,
+        "state.json": (stack.run_dir / "state.json").read_text(),
+        "env.sh": (stack.run_dir / "env.sh").read_text(),
+    }.items():
+        assert server.password not in text, name
+    assert all(server.password not in " ".join(proc.argv) for proc in stack.procs.values())
+
+    stack.stop()  # PostgreSQL last, once the servers are gone
+    assert not psutil.pid_exists(database_proc.pid) or psutil.Process(database_proc.pid).status() == "zombie"
+    assert "database system is shut down" in database_proc.log_path.read_text()
