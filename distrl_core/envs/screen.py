@@ -156,7 +156,10 @@ def screen_elements(
     as people read it: "Hour" and "Minute" fields apart), and is focused when its caret was seen
     (``WidgetBox.focused``). A switch takes the place of the text left of it on its row, as its
     label, and of any text read over it (an off knob's ring reads as an "O"); a caret after a text
-    makes it a focused field (``screen_controls.caret_marks``)."""
+    makes it a focused field (``screen_controls.caret_marks``). When a modal dialog's panel was
+    found (a ``modal`` widget: ``screen_modal``), only the boxes and widgets centred inside it are
+    kept, as the UI dump shows the dialog's window alone: the page under its scrim stays readable
+    to an OCR but takes no tap."""
     sx = screen_size[0] / max(1, shot_size[0])
     sy = screen_size[1] / max(1, shot_size[1])
     texts: list[Line] = [
@@ -164,6 +167,10 @@ def screen_elements(
         for box in boxes
         if box.score >= config.min_score and box.text.strip()
     ]
+    modal = next((w.box for w in widgets if w.kind == "modal"), None)
+    if modal is not None:  # a dialog is up: the dimmed page under its scrim takes no tap
+        texts = [line for line in texts if _centred_in(line[0], modal)]
+        widgets = [w for w in widgets if w.kind != "modal" and _centred_in(w.box, modal)]
     focused_texts = caret_marks(texts, [w.box for w in widgets if w.kind == "caret"])
     labels = switch_labels(texts, [w.box for w in widgets if w.kind == "switch"])
     kept: list[_Kept] = []
@@ -200,6 +207,12 @@ def screen_elements(
         kept.append((*bounds, text.removesuffix(CARET).rstrip(), "focused" if focused else "text"))
     ordered = _reading_order(kept)[: config.max_elements]
     return tuple(_element(i, entry, ordered) for i, entry in enumerate(ordered))
+
+
+def _centred_in(box: tuple[float, float, float, float], panel: tuple[int, int, int, int]) -> bool:
+    """Whether ``box``'s centre lies inside ``panel`` (both in screenshot pixels)."""
+    cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+    return panel[0] <= cx < panel[2] and panel[1] <= cy < panel[3]
 
 
 def _element(index: int, entry: _Kept, ordered: Sequence[_Kept]) -> UIElement:

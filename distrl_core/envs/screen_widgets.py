@@ -23,7 +23,9 @@ array passes find them without any model:
   OCR reads a lone caret as nothing, so the caret seen in the pixels is what says that typing
   goes there);
 - a **switch** (a short thick track with a knob at one end) and the **caret** after the text of
-  a framed field are drawn beside text: ``distrl_core.envs.screen_controls`` finds them.
+  a framed field are drawn beside text: ``distrl_core.envs.screen_controls`` finds them;
+- a **modal** dialog's panel over a page dimmed by its scrim: ``distrl_core.envs.screen_modal``
+  finds it, and the screen observation keeps only what lies inside it.
 
 Pure numpy, pixels and text boxes in, boxes out, in the screenshot's pixels; a SimDroid screen of
 540x1200 takes a few milliseconds. ``distrl_core.envs.screen.screen_elements`` makes elements of
@@ -39,10 +41,11 @@ from typing import Any, Literal
 import numpy as np
 
 from distrl_core.envs.screen_controls import find_switches, text_caret
+from distrl_core.envs.screen_modal import find_modal
 
 __all__ = ["WidgetBox", "WidgetConfig", "find_widgets"]
 
-WidgetKind = Literal["slider", "icon", "field", "switch", "caret"]
+WidgetKind = Literal["slider", "icon", "field", "switch", "caret", "modal"]
 Box = tuple[int, int, int, int]  # x1, y1, x2, y2 in screenshot pixels, x2/y2 exclusive
 
 
@@ -138,6 +141,10 @@ def find_widgets(
                 caret = text_caret(fg, text, box, wide, config.caret[1])
                 if caret is not None:
                     shapes.append(WidgetBox("caret", caret))
+    # A dialog's panel over a dimmed page: only what lies inside it can be tapped (screen_modal).
+    modal = find_modal(pixels, top)
+    if modal is not None:
+        shapes.append(WidgetBox("modal", modal))
     return sorted(sliders + switches + shapes, key=lambda w: (w.box[1], w.box[0]))
 
 
