@@ -65,13 +65,7 @@ COLLECTOR = {
 FINISHED: list[UUID] = []
 # The PostgreSQL test's own runs when it runs alone (after the deployments test it reads its runs).
 PG_LEARNER = {
-    "params": {
-        "batch_size": 4,
-        "updates_per_block": 4,
-        "publish_every_updates": 4,
-        "max_updates": 8,
-        "max_minutes": 4.0,
-    },
+    "params": {**LEARNER["params"], "max_updates": 8},
     "replay": {"min_size_steps": 100},
     "warm_start": {"family": "general", "updates": 2},
 }
