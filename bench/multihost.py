@@ -137,12 +137,27 @@ class Scenario:
                 raise RuntimeError(f"{dead} exited while waiting for: {what}\n{self.tails()}")
             if time.monotonic() > deadline:
                 raise TimeoutError(
-                    f"not within {timeout_s or self.config.phase_timeout_s:.0f} s: {what}\n{self.tails()}"
+                    f"not within {timeout_s or self.config.phase_timeout_s:.0f} s: {what}\n"
+                    f"{self.progress()}\n{self.tails()}"
                 )
             time.sleep(POLL_S)
 
+    def progress(self) -> str:
+        """Where each host stands, first in a timeout's message (its tails may be cut short)."""
+        parts = [
+            f"{host}: {len(self.shards_logged(host))} shards logged" for host in (COLLECTOR_A, COLLECTOR_B)
+        ]
+        with contextlib.suppress(Exception):
+            parts.append(f"{len(self.versions())} versions published")
+        with contextlib.suppress(Exception):
+            parts += [f"{host}'s run {state}" for host, state in self.run_states().items()]
+        return "progress: " + "; ".join(parts)
+
     def tails(self) -> str:
-        return "\n".join(f"--- {n} ---\n{p.tail(15)}" for n, p in self.hosts.procs.items())
+        # The hosts' workers first, the head's servers last and shorter: a long message is cut in
+        # its middle when shown, and a stalled phase is read in the workers' logs.
+        procs = sorted(self.hosts.procs.items(), key=lambda item: item[0].startswith(f"{HEAD}/"))
+        return "\n".join(f"--- {n} ---\n{p.tail(8 if n.startswith(f'{HEAD}/') else 15)}" for n, p in procs)
 
     def shards_logged(self, host: str, log: str | None = None) -> list[str]:
         """Shards the host's collector reported as written (its worker's log), in order."""
