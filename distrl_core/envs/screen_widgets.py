@@ -16,7 +16,8 @@ array passes find them without any model:
 - an **icon** is a compact blob left when the text boxes are blanked out (a recursive cut along
   empty rows and columns): roughly square, its side within ``icon_side`` of the screen's width,
   mostly filled, overlapping no text box, and with no text box right under it (a launcher icon's
-  caption is that app's element already);
+  caption is that app's element already); it is named by its glyph's shape
+  (``distrl_core.envs.screen_glyphs``: a plus is "add", a left chevron "back");
 - an empty **text field** is a wide frame, as tall as an icon, that holds no text an OCR read (a
   field with no hint, such as the Clock's minute box, reads as no text, and so may a one-character
   value, "7 |"); it is focused when its last shape is its text caret: one thin upright bar (an
@@ -41,6 +42,7 @@ from typing import Any, Literal
 import numpy as np
 
 from distrl_core.envs.screen_controls import find_switches, text_caret
+from distrl_core.envs.screen_glyphs import icon_name
 from distrl_core.envs.screen_modal import find_modal
 
 __all__ = ["WidgetBox", "WidgetConfig", "find_widgets"]
@@ -55,12 +57,14 @@ class WidgetBox:
     pixels. A slider's box spans its track's columns (a tap at a fraction of it sets that fraction)
     and its knob's rows; a switch's, its track and knob; a caret's, the bar after a field's text
     (the text box it ends is that field). ``focused``: an empty field showing its text caret.
-    ``checked``: a switch whose knob is at its track's right end (on)."""
+    ``checked``: a switch whose knob is at its track's right end (on). ``name``: an icon's name by
+    its glyph's shape (``screen_glyphs``: "add", "back", ...; "icon" when unsure)."""
 
     kind: WidgetKind
     box: Box
     focused: bool = False
     checked: bool = False
+    name: str = ""
 
 
 @dataclass(frozen=True)
@@ -111,7 +115,7 @@ def find_widgets(
     height, width = pixels.shape[:2]
     if height < 8 or width < 8:
         return []
-    fg = _foreground(pixels[:, :, :3], config)  # (H, W) bool
+    fg, packed = _foreground(pixels[:, :, :3], config)  # (H, W) bool, (H, W) one colour a pixel
     fg[: max(0, top)] = False
     texts = [
         _clip((int(x1), int(y1), int(np.ceil(x2)), int(np.ceil(y2))), width, height)
@@ -129,7 +133,7 @@ def find_widgets(
     shapes: list[WidgetBox] = []
     for box in _blobs(blank):
         if _is_icon(box, blank, texts, width, config):
-            shapes.append(WidgetBox("icon", box))
+            shapes.append(WidgetBox("icon", box, name=icon_name(packed, blank, box)))
         elif _is_frame(box, fg, blank, width, config):
             inside = [t for t in texts if _overlap(box, t)]
             wide = max(2, config.caret[0] * width)
@@ -148,8 +152,11 @@ def find_widgets(
     return sorted(sliders + switches + shapes, key=lambda w: (w.box[1], w.box[0]))
 
 
-def _foreground(rgb: np.ndarray[Any, Any], config: WidgetConfig) -> np.ndarray[Any, Any]:
-    """(H, W) bool: pixels unlike both the screen's commonest colour and their band's.
+def _foreground(
+    rgb: np.ndarray[Any, Any], config: WidgetConfig
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """(H, W) bool: pixels unlike both the screen's commonest colour and their band's; and each
+    pixel's quantised colour as one integer (H, W), which an icon's glyph is found in.
 
     Colours are compared with ``config.shift`` low bits of each channel dropped (12-bit colours at
     4): one integer compare a pixel, and a white field on an off-white page stays background."""
@@ -168,7 +175,7 @@ def _foreground(rgb: np.ndarray[Any, Any], config: WidgetConfig) -> np.ndarray[A
     screen_mode = int(np.argmax(counts.sum(axis=0)))
     row_mode = np.repeat(np.argmax(counts, axis=1), band)[:height, None]  # (H, 1)
     fg: np.ndarray[Any, Any] = (packed != row_mode) & (packed != screen_mode)
-    return fg
+    return fg, packed
 
 
 def _clip(box: Box, width: int, height: int) -> Box:

@@ -60,7 +60,8 @@ def test_separators_and_knobless_tracks_are_not_sliders() -> None:
 def test_a_solid_square_is_an_icon_unless_text_covers_it_or_captions_it() -> None:
     pixels = _screen()
     pixels[1052:1102, 245:295] = (120, 120, 120)  # the Clock's Add alarm square
-    assert find_widgets(pixels, [], top=30) == [WidgetBox("icon", (245, 1052, 295, 1102))]
+    # Nothing drawn in it or under it names it: the generic "icon" (tests/envs/test_screen_glyphs.py)
+    assert find_widgets(pixels, [], top=30) == [WidgetBox("icon", (245, 1052, 295, 1102), name="icon")]
     covered = [(230.0, 1040.0, 310.0, 1110.0)]  # an OCR box over it: a button with text
     assert find_widgets(pixels, covered, top=30) == []
     caption = [(240.0, 1110.0, 300.0, 1130.0)]  # a label right under it: a launcher icon
@@ -233,7 +234,7 @@ def test_the_add_alarm_icon_is_an_element_the_expert_taps_through_the_screen() -
     assert found.index is not None, found
     element = observation.elements[found.index]
     x, y = element.center
-    assert element.short_class == "ImageButton" and element.label == "icon"
+    assert element.short_class == "ImageButton" and element.label == "add"  # named by its "+"
     assert truth.bounds[0] <= x < truth.bounds[2] and truth.bounds[1] <= y < truth.bounds[3]
     # The OCR's boxes alone: nothing is read where Add alarm is drawn.
     frame = env.env.screen_pixels()
