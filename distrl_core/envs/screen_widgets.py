@@ -58,13 +58,17 @@ class WidgetBox:
     and its knob's rows; a switch's, its track and knob; a caret's, the bar after a field's text
     (the text box it ends is that field). ``focused``: an empty field showing its text caret.
     ``checked``: a switch whose knob is at its track's right end (on). ``name``: an icon's name by
-    its glyph's shape (``screen_glyphs``: "add", "back", ...; "icon" when unsure)."""
+    its glyph's shape (``screen_glyphs``: "add", "back", ...; "icon" when unsure). ``unread``: where
+    an empty-looking field's frame holds ink that no OCR box covers, its caret left out (a
+    one-character value such as "9", which the text detector passes over), for a recogniser to
+    read (``simulators.ocr``); None where there is none."""
 
     kind: WidgetKind
     box: Box
     focused: bool = False
     checked: bool = False
     name: str = ""
+    unread: Box | None = None
 
 
 @dataclass(frozen=True)
@@ -138,9 +142,8 @@ def find_widgets(
             inside = [t for t in texts if _overlap(box, t)]
             wide = max(2, config.caret[0] * width)
             if not inside:  # an OCR may read a one-character value ("7 |") as nothing
-                shapes.append(
-                    WidgetBox("field", box, text_caret(fg, box, box, wide, config.caret[1]) is not None)
-                )
+                caret = text_caret(fg, box, box, wide, config.caret[1])
+                shapes.append(WidgetBox("field", box, caret is not None, unread=_unread(blank, box, caret)))
             for text in inside:
                 caret = text_caret(fg, text, box, wide, config.caret[1])
                 if caret is not None:
@@ -286,6 +289,26 @@ def _is_frame(
     return (
         min(float(side.mean()) for side in sides) >= 0.9
         and blank[y1 + 3 : y2 - 3, x1 + 3 : x2 - 3].mean() <= 0.02
+    )
+
+
+def _unread(blank: np.ndarray[Any, Any], frame: Box, caret: Box | None) -> Box | None:
+    """Where an empty-looking field holds ink that no OCR box read, or None: the ink's columns
+    widened by a quarter of the frame's height each side (a recogniser needs some margin) but
+    stopping short of the caret, over the frame's inner rows (the caret reaches past the value's
+    baseline there, as ``text_caret`` looks for)."""
+    x1, y1, x2, y2 = frame
+    right = caret[0] - 1 if caret is not None else x2 - 3
+    inner = blank[y1 + 3 : y2 - 3, x1 + 3 : right]
+    cols = np.flatnonzero(inner.any(axis=0))
+    if not len(cols):
+        return None
+    pad = max(2, (y2 - y1) // 4)
+    return (
+        max(x1 + 3, x1 + 3 + int(cols[0]) - pad),
+        y1 + 3,
+        min(right, x1 + 4 + int(cols[-1]) + pad),
+        y2 - 3,
     )
 
 
