@@ -82,7 +82,8 @@ def measure(count: int, seed: int) -> dict[str, Any]:
                     (i for i, e in enumerate(icons) if x1 <= e.center[0] < x2 and y1 <= e.center[1] < y2),
                     None,
                 )
-                per.setdefault(truth.content_desc, Counter())[icons[hit].label if hit is not None else ""] += 1
+                name = icons[hit].label if hit is not None else ""
+                per.setdefault(truth.content_desc, Counter())[name] += 1
                 if hit is not None:
                     matched.add(hit)
             false_icons.update(e.label for i, e in enumerate(icons) if i not in matched)
