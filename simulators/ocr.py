@@ -127,7 +127,10 @@ class OcrReader:
         self._crops: OrderedDict[bytes, tuple[str, float, list[Any]]] = OrderedDict()
         self._bands: OrderedDict[tuple[bytes, float], tuple[TextBox, ...]] = OrderedDict()  # in band pixels
         # The widgets (``read_screen``) of a screen, by its key and the status bar's fraction.
-        self._widgets: OrderedDict[tuple[bytes, float], tuple[WidgetBox, ...]] = OrderedDict()
+        # A screen's widgets and the text boxes read in its fields after them (``_read_fields``).
+        self._widgets: OrderedDict[tuple[bytes, float], tuple[tuple[WidgetBox, ...], tuple[TextBox, ...]]] = (
+            OrderedDict()
+        )
         self.bands_read = 0  # bands run through the detector (the rest came from the band cache)
         self.recognised = 0  # crops run through the recogniser (the rest came from the crop cache)
         self.screen_hits = 0  # reads answered whole by the screen cache
@@ -160,13 +163,36 @@ class OcrReader:
             return boxes, size, ()
         found_key = (screen_key, widgets_below)
         with self._lock:
-            found = self._widgets.get(found_key)
-        if found is None:
+            cached = self._widgets.get(found_key)
+        if cached is None:
             top = int(widgets_below * size[1])
             found = tuple(find_widgets(once(), [box.box for box in boxes], top=top))
+            # A field's value the detector passed over ("9"), read by the recogniser alone; then
+            # the widgets again, so the field holding it is that text's element (and its caret's).
+            extra = self._read_fields(once(), found)
+            if extra:
+                found = tuple(find_widgets(once(), [box.box for box in boxes + list(extra)], top=top))
+            cached = (found, extra)
             with self._lock:
-                _remember(self._widgets, found_key, found, self.config.cache_screens)
-        return boxes, size, found
+                _remember(self._widgets, found_key, cached, self.config.cache_screens)
+        return boxes + list(cached[1]), size, cached[0]
+
+    def _read_fields(self, bgr: Pixels, widgets: tuple[WidgetBox, ...]) -> tuple[TextBox, ...]:
+        """Text boxes of what empty-looking fields hold (``WidgetBox.unread``: the ink with a
+        margin, up to the caret), read by the recogniser alone (a crop the detector never made: it
+        passes over a lone character); readings below ``min_score`` or empty are dropped."""
+        out: list[TextBox] = []
+        for widget in widgets:
+            if widget.kind != "field" or widget.unread is None:
+                continue
+            x1, y1, x2, y2 = widget.unread
+            crop = np.ascontiguousarray(bgr[y1:y2, x1:x2])
+            with self._lock:
+                ((text, score, _),) = self._recognise([crop])
+            text = " ".join(str(text).split())
+            if text and score >= self.config.min_score:
+                out.append(TextBox(text, score, (float(x1), float(y1), float(x2), float(y2))))
+        return tuple(out)
 
     def read_pixels(
         self, pixels: Pixels | Callable[[], Pixels], key: bytes | None = None

@@ -81,7 +81,8 @@ class ScreenConfig:
     - ``widgets``: widgets that draw no text are found in the screenshot's pixels
       (``screen_widgets.find_widgets``: sliders, icon buttons, empty fields: no OCR reads them)
       and become elements too: ``SeekBar "slider"`` (a tap at a fraction of its width sets that
-      fraction), ``ImageButton "icon"``, an empty text field's ``EditText "field" edit`` (named
+      fraction), ``ImageButton`` named by its glyph's shape ("add" for a plus, "back" for a left
+      chevron: ``screen_glyphs``; "icon" when unsure), an empty text field's ``EditText "field" edit`` (named
       by its form label where one is read above or left of it, ``focused`` with its caret) and a
       switch's ``Switch`` (named by the text left of it on its row, which it takes the place of,
       ``on`` or ``off`` by its knob); the caret after a field's text makes that text a focused
@@ -188,8 +189,9 @@ def screen_elements(
         if shown and (bounds[1] + bounds[3]) / 2 >= config.status_bar * screen_size[1]:
             if widget.kind == "switch":
                 kept.append((*bounds, labels.get(widget.box, ""), SWITCH_ON if widget.checked else "switch"))
-            else:
-                kept.append((*bounds, "", FOCUSED_FIELD if widget.focused else widget.kind))
+            else:  # an icon's glyph name rides as its text (fields are named from their label)
+                name = widget.name if widget.kind == "icon" else ""
+                kept.append((*bounds, name, FOCUSED_FIELD if widget.focused else widget.kind))
     for i, ((x1, y1, x2, y2), text, _) in enumerate(texts):
         if not text:  # taken by a switch
             continue
@@ -236,6 +238,8 @@ def _element(index: int, entry: _Kept, ordered: Sequence[_Kept]) -> UIElement:
         field = kind in ("field", FOCUSED_FIELD)
         if field:  # named as people read a form: by the label above it or left of it
             label = _field_label((x1, y1, x2, y2), ordered) or label
+        elif kind == "icon":  # named by its glyph ("add", "back"), else the generic "icon"
+            label = text or label
         return UIElement(
             index=index,
             content_desc=label,

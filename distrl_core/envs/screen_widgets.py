@@ -16,7 +16,8 @@ array passes find them without any model:
 - an **icon** is a compact blob left when the text boxes are blanked out (a recursive cut along
   empty rows and columns): roughly square, its side within ``icon_side`` of the screen's width,
   mostly filled, overlapping no text box, and with no text box right under it (a launcher icon's
-  caption is that app's element already);
+  caption is that app's element already); it is named by its glyph's shape
+  (``distrl_core.envs.screen_glyphs``: a plus is "add", a left chevron "back");
 - an empty **text field** is a wide frame, as tall as an icon, that holds no text an OCR read (a
   field with no hint, such as the Clock's minute box, reads as no text, and so may a one-character
   value, "7 |"); it is focused when its last shape is its text caret: one thin upright bar (an
@@ -41,6 +42,7 @@ from typing import Any, Literal
 import numpy as np
 
 from distrl_core.envs.screen_controls import find_switches, text_caret
+from distrl_core.envs.screen_glyphs import icon_name
 from distrl_core.envs.screen_modal import find_modal
 
 __all__ = ["WidgetBox", "WidgetConfig", "find_widgets"]
@@ -55,12 +57,18 @@ class WidgetBox:
     pixels. A slider's box spans its track's columns (a tap at a fraction of it sets that fraction)
     and its knob's rows; a switch's, its track and knob; a caret's, the bar after a field's text
     (the text box it ends is that field). ``focused``: an empty field showing its text caret.
-    ``checked``: a switch whose knob is at its track's right end (on)."""
+    ``checked``: a switch whose knob is at its track's right end (on). ``name``: an icon's name by
+    its glyph's shape (``screen_glyphs``: "add", "back", ...; "icon" when unsure). ``unread``: where
+    an empty-looking field's frame holds ink that no OCR box covers, its caret left out (a
+    one-character value such as "9", which the text detector passes over), for a recogniser to
+    read (``simulators.ocr``); None where there is none."""
 
     kind: WidgetKind
     box: Box
     focused: bool = False
     checked: bool = False
+    name: str = ""
+    unread: Box | None = None
 
 
 @dataclass(frozen=True)
@@ -111,7 +119,7 @@ def find_widgets(
     height, width = pixels.shape[:2]
     if height < 8 or width < 8:
         return []
-    fg = _foreground(pixels[:, :, :3], config)  # (H, W) bool
+    fg, packed = _foreground(pixels[:, :, :3], config)  # (H, W) bool, (H, W) one colour a pixel
     fg[: max(0, top)] = False
     texts = [
         _clip((int(x1), int(y1), int(np.ceil(x2)), int(np.ceil(y2))), width, height)
@@ -129,14 +137,13 @@ def find_widgets(
     shapes: list[WidgetBox] = []
     for box in _blobs(blank):
         if _is_icon(box, blank, texts, width, config):
-            shapes.append(WidgetBox("icon", box))
+            shapes.append(WidgetBox("icon", box, name=icon_name(packed, blank, box)))
         elif _is_frame(box, fg, blank, width, config):
             inside = [t for t in texts if _overlap(box, t)]
             wide = max(2, config.caret[0] * width)
             if not inside:  # an OCR may read a one-character value ("7 |") as nothing
-                shapes.append(
-                    WidgetBox("field", box, text_caret(fg, box, box, wide, config.caret[1]) is not None)
-                )
+                caret = text_caret(fg, box, box, wide, config.caret[1])
+                shapes.append(WidgetBox("field", box, caret is not None, unread=_unread(blank, box, caret)))
             for text in inside:
                 caret = text_caret(fg, text, box, wide, config.caret[1])
                 if caret is not None:
@@ -148,8 +155,11 @@ def find_widgets(
     return sorted(sliders + switches + shapes, key=lambda w: (w.box[1], w.box[0]))
 
 
-def _foreground(rgb: np.ndarray[Any, Any], config: WidgetConfig) -> np.ndarray[Any, Any]:
-    """(H, W) bool: pixels unlike both the screen's commonest colour and their band's.
+def _foreground(
+    rgb: np.ndarray[Any, Any], config: WidgetConfig
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """(H, W) bool: pixels unlike both the screen's commonest colour and their band's; and each
+    pixel's quantised colour as one integer (H, W), which an icon's glyph is found in.
 
     Colours are compared with ``config.shift`` low bits of each channel dropped (12-bit colours at
     4): one integer compare a pixel, and a white field on an off-white page stays background."""
@@ -168,7 +178,7 @@ def _foreground(rgb: np.ndarray[Any, Any], config: WidgetConfig) -> np.ndarray[A
     screen_mode = int(np.argmax(counts.sum(axis=0)))
     row_mode = np.repeat(np.argmax(counts, axis=1), band)[:height, None]  # (H, 1)
     fg: np.ndarray[Any, Any] = (packed != row_mode) & (packed != screen_mode)
-    return fg
+    return fg, packed
 
 
 def _clip(box: Box, width: int, height: int) -> Box:
@@ -279,6 +289,26 @@ def _is_frame(
     return (
         min(float(side.mean()) for side in sides) >= 0.9
         and blank[y1 + 3 : y2 - 3, x1 + 3 : x2 - 3].mean() <= 0.02
+    )
+
+
+def _unread(blank: np.ndarray[Any, Any], frame: Box, caret: Box | None) -> Box | None:
+    """Where an empty-looking field holds ink that no OCR box read, or None: the ink's columns
+    widened by a quarter of the frame's height each side (a recogniser needs some margin) but
+    stopping short of the caret, over the frame's inner rows (the caret reaches past the value's
+    baseline there, as ``text_caret`` looks for)."""
+    x1, y1, x2, y2 = frame
+    right = caret[0] - 1 if caret is not None else x2 - 3
+    inner = blank[y1 + 3 : y2 - 3, x1 + 3 : right]
+    cols = np.flatnonzero(inner.any(axis=0))
+    if not len(cols):
+        return None
+    pad = max(2, (y2 - y1) // 4)
+    return (
+        max(x1 + 3, x1 + 3 + int(cols[0]) - pad),
+        y1 + 3,
+        min(right, x1 + 4 + int(cols[-1]) + pad),
+        y2 - 3,
     )
 
 

@@ -60,7 +60,8 @@ def test_separators_and_knobless_tracks_are_not_sliders() -> None:
 def test_a_solid_square_is_an_icon_unless_text_covers_it_or_captions_it() -> None:
     pixels = _screen()
     pixels[1052:1102, 245:295] = (120, 120, 120)  # the Clock's Add alarm square
-    assert find_widgets(pixels, [], top=30) == [WidgetBox("icon", (245, 1052, 295, 1102))]
+    # Nothing drawn in it or under it names it: the generic "icon" (tests/envs/test_screen_glyphs.py)
+    assert find_widgets(pixels, [], top=30) == [WidgetBox("icon", (245, 1052, 295, 1102), name="icon")]
     covered = [(230.0, 1040.0, 310.0, 1110.0)]  # an OCR box over it: a button with text
     assert find_widgets(pixels, covered, top=30) == []
     caption = [(240.0, 1110.0, 300.0, 1130.0)]  # a label right under it: a launcher icon
@@ -87,10 +88,28 @@ def test_an_empty_frame_holding_only_a_caret_is_a_focused_field() -> None:
     pixels[293:312, 32:34] = (120, 120, 120)  # the caret: a thin upright bar at the text's start
     assert find_widgets(pixels, [], top=30) == [WidgetBox("field", (20, 272, 520, 332), focused=True)]
     pixels[293:312, 32:44] = (120, 120, 120)  # a blob as wide as a letter is no caret
-    assert find_widgets(pixels, [], top=30) == [WidgetBox("field", (20, 272, 520, 332), focused=False)]
+    # ... but ink no OCR box read: where a recogniser is to look (with a margin, inside the frame)
+    unread = (23, 275, 59, 329)
+    assert find_widgets(pixels, [], top=30) == [
+        WidgetBox("field", (20, 272, 520, 332), focused=False, unread=unread)
+    ]
     pixels[293:312, 34:44] = (255, 255, 255)
     pixels[300:302, 60:62] = (120, 120, 120)  # nor is a caret with a speck beside it
     assert find_widgets(pixels, [], top=30)[0].focused is False
+
+
+def test_a_lone_character_no_ocr_box_covers_is_left_for_the_recogniser_short_of_the_caret() -> None:
+    """A one-character value ("9 |") that the text detector passed over: the field says where it
+    lies (``unread``), stopping before the caret, which still makes the field focused."""
+    pixels = _screen()
+    pixels[272:332, 20:520] = (255, 255, 255)
+    pixels[272, 20:520] = pixels[331, 20:520] = pixels[272:332, 20] = pixels[272:332, 519] = ACCENT
+    pixels[290:310, 32:42] = INK  # the digit
+    pixels[286:316, 52:54] = INK  # its caret, a space after it, reaching past its baseline
+    (field,) = find_widgets(pixels, [], top=30)
+    assert field.kind == "field" and field.focused and field.unread == (23, 275, 51, 329)
+    pixels[286:316, 52:54] = (255, 255, 255)
+    assert find_widgets(pixels, [(28.0, 285.0, 46.0, 315.0)], top=30) == []  # read by the OCR: text
 
 
 def test_empty_fields_are_named_by_their_form_labels_and_typing_is_offered_in_the_focused_one() -> None:
@@ -233,13 +252,41 @@ def test_the_add_alarm_icon_is_an_element_the_expert_taps_through_the_screen() -
     assert found.index is not None, found
     element = observation.elements[found.index]
     x, y = element.center
-    assert element.short_class == "ImageButton" and element.label == "icon"
+    assert element.short_class == "ImageButton" and element.label == "add"  # named by its "+"
     assert truth.bounds[0] <= x < truth.bounds[2] and truth.bounds[1] <= y < truth.bounds[3]
     # The OCR's boxes alone: nothing is read where Add alarm is drawn.
     frame = env.env.screen_pixels()
     boxes, shot, _ = env.reader.read_screen(pixels=frame.pixels, key=frame.key)
     plain = dataclasses.replace(observation, elements=screen_elements(boxes, shot, observation.screen_size))
     assert on_screen(Action.tap(truth.index), env.device, plain).index is None
+
+
+@needs_ocr
+def test_a_one_digit_hour_typed_into_the_alarm_editor_is_read_and_stays_the_focused_field() -> None:
+    """The detector passes over a lone "9" before the caret; the recogniser reads it in the field,
+    so the screen shows what was typed (else the prompt after typing equals the one before)."""
+    from distrl_core.envs.actions import Action
+    from simulators.factory import make_env
+    from simulators.sim_env import SimDroidEnvConfig
+    from simulators.simdroid.device import SimDroidConfig
+    from simulators.simdroid.expert import expert_action
+    from simulators.simdroid.tasks import get_task
+
+    config = SimDroidEnvConfig(device=SimDroidConfig().readable(), screenshots=False, observation="screen")
+    env: Any = make_env(config)
+    task = get_task("general-test-0029")  # no such alarm yet: Add alarm opens the editor
+    env.reset(task, seed=1)
+    for _ in range(4):
+        if env.device.state.page.get("name") == "editor":
+            break
+        env.step(expert_action(env.device, task))
+    assert env.device.state.focus == "clock.hour"
+    observation = env.step(Action.type_text("9")).observation
+    focused = [e for e in observation.elements if e.focused]
+    assert [(e.short_class, e.label) for e in focused] == [("EditText", "9")]
+    hour = next(e for e in env.device.elements() if e.resource_id.endswith("hour_input"))
+    x, y = focused[0].center
+    assert hour.bounds[0] <= x < hour.bounds[2] and hour.bounds[1] <= y < hour.bounds[3]
 
 
 @needs_ocr
