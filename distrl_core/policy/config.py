@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
 __all__ = [
+    "CONTEXT_STATE_BASES",
     "SEMANTIC_MATCH_BASES",
     "SUBWORD_BASES",
     "EncoderSettings",
@@ -24,9 +25,11 @@ VOCABULARIES: tuple[str, ...] = get_args(Vocabulary)
 CandidateReading = Literal["pooled", "spans"]
 CANDIDATE_READINGS: tuple[str, ...] = get_args(CandidateReading)
 # Short base names that build the tiny model on a packaged encoder's sub-words -> that encoder's name.
-SUBWORD_BASES = {"tiny-minilm": "minilm", "tiny-minilm-sem": "minilm"}
+SUBWORD_BASES = {"tiny-minilm": "minilm", "tiny-minilm-sem": "minilm", "tiny-minilm-ctx": "minilm"}
 # The sub-word bases that also read the semantic match feature (SubwordSettings.semantic_match).
 SEMANTIC_MATCH_BASES = frozenset({"tiny-minilm-sem"})
+# The sub-word bases that also read the encoder's contextual states (SubwordSettings.context_states).
+CONTEXT_STATE_BASES = frozenset({"tiny-minilm-ctx"})
 TINY_BASE = "tiny"  # the name of the default (base=None): the tiny model on its own word vocabulary
 
 
@@ -155,12 +158,19 @@ class SubwordSettings:
       inputs, beside the exact-match flags. Grounds paraphrases that share no word with the label
       ("check my email" for Gmail). False (the default): the policy is bit for bit what it was
       without it; base "tiny-minilm-sem" turns it on.
+    - ``context_states``: also feed the frozen encoder's contextual token states
+      (``policy.context_states``): its whole trunk reads each prompt segment's text alone, once per
+      process (cached), and a trained linear map of each token's last-layer state, initialised to
+      zero, is added to that token's input embedding. A word then arrives as read in its phrase
+      ("gallery of pictures"), not only as its static piece. False (the default): the policy is bit
+      for bit what it was; base "tiny-minilm-ctx" turns it on.
     """
 
     source: str
     std: float = 0.02
     train_embeddings: bool = False
     semantic_match: bool = False
+    context_states: bool = False
 
     def validate(self) -> None:
         if not self.source:
@@ -337,8 +347,8 @@ def policy_config_for(
     choices are made there), an encoder base (its top layer and the heads trained; "minilm" names
     the packaged all-MiniLM-L6-v2), the tiny model on that encoder's sub-words and projected word-piece
     embeddings ("tiny-minilm": ``SubwordSettings``; "tiny-minilm-sem": the same with its semantic match
-    feature), a causal LM adapted with LoRA ("smollm2" names
-    the packaged SmolLM2), or a vision-language model (a folder whose config has a ``vision_config``:
+    feature; "tiny-minilm-ctx": the same reading the encoder's contextual token states), a causal LM
+    adapted with LoRA ("smollm2" names the packaged SmolLM2), or a vision-language model (a folder whose config has a ``vision_config``:
     generative, reading the screenshot, LoRA on its text decoder); ``seed`` also seeds the sampler.
     A pretrained base brings its own tokenizer.
     ``encoder_layers``: an encoder base's top layers trained (None: EncoderSettings' default);
@@ -364,12 +374,13 @@ def policy_config_for(
         source = resolve_base(SUBWORD_BASES[base.lower()])
         tiny = TinyModelConfig(seed=seed)
         semantic = base.lower() in SEMANTIC_MATCH_BASES
+        context = base.lower() in CONTEXT_STATE_BASES
         return PolicyConfig(
             device=device,
             seed=seed,
             tiny=tiny,
             vocabulary=vocabulary,
-            subwords=SubwordSettings(source=source, semantic_match=semantic),
+            subwords=SubwordSettings(source=source, semantic_match=semantic, context_states=context),
         )
     base = resolve_base(base)
     if is_encoder_folder(base):

@@ -91,11 +91,11 @@ def _drop_mask(parts: ActingParts, ids: torch.Tensor, flags: torch.Tensor) -> to
     return torch.rand(ids.shape, device=ids.device) < probability
 
 
-def _embed_with_dropout(parts: ActingParts, ids: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
-    """Input embeddings; dropped words become the dropout token (see ``dropout_token_id``), or a
-    zero embedding (no content, position kept) when the tokenizer has no such token."""
+def _embed_with_dropout(parts: ActingParts, ids: torch.Tensor, drop: torch.Tensor | None) -> torch.Tensor:
+    """Input embeddings; dropped words (``drop``, from ``_drop_mask``) become the dropout token (see
+    ``dropout_token_id``), or a zero embedding (no content, position kept) when the tokenizer has no
+    such token."""
     embed = hf(parts.model).get_input_embeddings()
-    drop = _drop_mask(parts, ids, flags)
     if drop is None:
         embedded: torch.Tensor = embed(ids)
         return embedded
@@ -113,12 +113,21 @@ def _hidden_states(
     flags: torch.Tensor,  # (N, L) match flags
     attention: torch.Tensor,  # (N, L)
     semantic: torch.Tensor | None = None,  # (N, L) semantic-match indices, or None (all NEUTRAL)
+    context: torch.Tensor | None = None,  # (N, L, E) an encoder's contextual states, or None
 ) -> torch.Tensor:  # (N, L, D)
-    inputs = _embed_with_dropout(parts, ids, flags)
+    drop = _drop_mask(parts, ids, flags)  # (N, L) bool, or None outside training
+    inputs = _embed_with_dropout(parts, ids, drop)
     if parts.heads.match is not None:
         inputs = inputs + parts.heads.match(flags).to(inputs.dtype)
     if parts.heads.semantic is not None and semantic is not None:
         inputs = inputs + parts.heads.semantic(semantic).to(inputs.dtype)
+    if parts.heads.context is not None and context is not None:
+        if drop is not None:
+            # A dropped word loses its contextual state with its embedding: dropout stands for a word
+            # the model cannot read, and its state alone would name it (its neighbours' states still
+            # carry it, as they would for an unknown word read in context).
+            context = context * (~drop)[..., None].to(context.dtype)
+        inputs = inputs + parts.heads.context(context.to(inputs.dtype))
     if parts.config.subwords is not None:
         # The decoder body alone (its last state equals the full model's, bit for bit): scores never
         # read the LM head, whose 30,522 sub-word rows cost ~2 GFLOP per update, more than the layers.
@@ -184,6 +193,19 @@ def _semantic_rows(parts: ActingParts, encoded: Sequence[EncodedStep]) -> torch.
     return _pad([e.semantic or () for e in encoded], 0, parts.device)
 
 
+def _context_rows(parts: ActingParts, encoded: Sequence[EncodedStep]) -> torch.Tensor | None:
+    """(N, L, E) contextual states of the prompts, zero at padding; None when the heads read none."""
+    if parts.heads.context is None:
+        return None
+    if parts.context is None:
+        raise ValueError(
+            "the policy reads contextual states but was given no way to compute them: act and score "
+            "through Policy.parts() (it supplies them when SubwordSettings.context_states is set)"
+        )
+    states = [parts.context(e) for e in encoded]  # each (L_i, E)
+    return torch.nn.utils.rnn.pad_sequence(states, batch_first=True).to(parts.device)  # (N, L, E)
+
+
 def _score_padded(parts: ActingParts, encoded: Sequence[EncodedStep]) -> ScoredSteps:
     device = parts.device
     ids = _pad([e.input_ids for e in encoded], parts.tokenizer.pad_token_id or 0, device)
@@ -191,7 +213,8 @@ def _score_padded(parts: ActingParts, encoded: Sequence[EncodedStep]) -> ScoredS
     lengths = torch.tensor([len(e.input_ids) for e in encoded], device=device)
     attention = (torch.arange(ids.shape[1], device=device)[None, :] < lengths[:, None]).long()
     semantic = _semantic_rows(parts, encoded)  # (N, L) or None
-    hidden = _hidden_states(parts, ids, flags, attention, semantic).float()  # (N, L, D)
+    context = _context_rows(parts, encoded)  # (N, L, E) or None
+    hidden = _hidden_states(parts, ids, flags, attention, semantic, context).float()  # (N, L, D)
 
     width = max(len(e.spans) for e in encoded)
     starts = torch.zeros(len(encoded), width, dtype=torch.long)
