@@ -206,6 +206,9 @@ def _context_rows(parts: ActingParts, encoded: Sequence[EncodedStep]) -> torch.T
     return torch.nn.utils.rnn.pad_sequence(states, batch_first=True).to(parts.device)  # (N, L, E)
 
 
+context_rows = _context_rows  # for policy.distill's prefix pass, as hidden_states
+
+
 def _score_padded(parts: ActingParts, encoded: Sequence[EncodedStep]) -> ScoredSteps:
     device = parts.device
     ids = _pad([e.input_ids for e in encoded], parts.tokenizer.pad_token_id or 0, device)

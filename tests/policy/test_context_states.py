@@ -215,3 +215,45 @@ def test_tiny_minilm_ctx_is_chosen_as_bases_are(encoder_dir, monkeypatch):
     old = policy_config_for("tiny-minilm", 3)
     assert old.subwords is not None and not old.subwords.context_states
     assert TrainLocalParams(base="tiny-minilm-ctx").base == "tiny-minilm-ctx"
+
+
+def test_the_distillation_prefix_reads_the_whole_prompts_states(encoder_dir, sim_rows):
+    from distrl_core.policy.distill import instruction_states
+    from distrl_core.policy.scoring import context_rows, hidden_states, pad_rows
+
+    policy = Policy.create(_config(encoder_dir)).eval()
+    with torch.no_grad():
+        policy.heads.context.weight.normal_(std=0.05)  # a map that moves the states
+    encoded = [policy.encode(r["instruction"], r["observation_text"]) for r in sim_rows[:6]]
+    parts = policy.parts()
+    with torch.no_grad():
+        prefix = instruction_states(parts, encoded)  # (B, D)
+        ids = pad_rows([e.input_ids for e in encoded], policy.tokenizer.pad_token_id, parts.device)
+        flags = pad_rows([e.flags for e in encoded], 0, parts.device)
+        lengths = torch.tensor([len(e.input_ids) for e in encoded])
+        attention = (torch.arange(ids.shape[1])[None, :] < lengths[:, None]).long()
+        whole = hidden_states(parts, ids, flags, attention, None, context_rows(parts, encoded))  # (B, L, D)
+        static = hidden_states(parts, ids, flags, attention)  # without the states
+    for b, e in enumerate(encoded):
+        torch.testing.assert_close(
+            prefix[b], whole[b, : e.instruction_end + 1].mean(dim=0), atol=1e-5, rtol=0
+        )
+    assert not torch.allclose(whole, static, atol=1e-4)
+
+
+def test_a_dropped_word_loses_its_state_with_its_embedding(encoder_dir, sim_rows):
+    from distrl_core.policy.scoring import context_rows, hidden_states, pad_rows
+
+    policy = Policy.create(_config(encoder_dir))
+    with torch.no_grad():
+        policy.heads.context.weight.normal_(std=0.05)
+    encoded = [policy.encode(r["instruction"], r["observation_text"]) for r in sim_rows[:3]]
+    policy.train()
+    with policy.with_word_dropout(1.0, 1.0, 1.0), torch.no_grad():  # every word dropped
+        parts = policy.parts()
+        ids = pad_rows([e.input_ids for e in encoded], policy.tokenizer.pad_token_id, parts.device)
+        flags = pad_rows([e.flags for e in encoded], 0, parts.device)
+        attention = torch.ones_like(ids)
+        read = hidden_states(parts, ids, flags, attention, None, context_rows(parts, encoded))
+        unread = hidden_states(parts, ids, flags, attention)
+    torch.testing.assert_close(read, unread, atol=0, rtol=0)
