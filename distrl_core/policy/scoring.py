@@ -114,6 +114,7 @@ def _hidden_states(
     attention: torch.Tensor,  # (N, L)
     semantic: torch.Tensor | None = None,  # (N, L) semantic-match indices, or None (all NEUTRAL)
     context: torch.Tensor | None = None,  # (N, L, E) an encoder's contextual states, or None
+    segments: torch.Tensor | None = None,  # (N, L) 1 + each token's segment (0: none), "segment" dropout
 ) -> torch.Tensor:  # (N, L, D)
     drop = _drop_mask(parts, ids, flags)  # (N, L) bool, or None outside training
     inputs = _embed_with_dropout(parts, ids, drop)
@@ -124,9 +125,9 @@ def _hidden_states(
     if parts.heads.context is not None and context is not None:
         if drop is not None:
             # A dropped word loses its contextual state with its embedding: dropout stands for a word
-            # the model cannot read, and its state alone would name it (its neighbours' states still
-            # carry it, as they would for an unknown word read in context).
-            context = context * (~drop)[..., None].to(context.dtype)
+            # the model cannot read, and its state alone would name it. Its neighbours' states name it
+            # too; with ``segments`` its whole segment's states go ("segment" context dropout).
+            context = context * (~_context_drop(drop, segments))[..., None].to(context.dtype)
         inputs = inputs + parts.heads.context(context.to(inputs.dtype))
     if parts.config.subwords is not None:
         # The decoder body alone (its last state equals the full model's, bit for bit): scores never
@@ -193,6 +194,32 @@ def _semantic_rows(parts: ActingParts, encoded: Sequence[EncodedStep]) -> torch.
     return _pad([e.semantic or () for e in encoded], 0, parts.device)
 
 
+def _context_drop(drop: torch.Tensor, segments: torch.Tensor | None) -> torch.Tensor:
+    """(N, L) tokens whose contextual states are dropped: the dropped tokens ``drop`` (N, L), and
+    with ``segments`` (N, L; 1 + segment number, 0 outside any) every token of a segment that holds
+    a dropped one."""
+    if segments is None:
+        return drop
+    hits = torch.zeros(segments.shape[0], int(segments.max()) + 1, device=drop.device)  # (N, S + 1)
+    hits.scatter_add_(1, segments, (drop & (segments > 0)).float())
+    return drop | (hits.gather(1, segments) > 0)
+
+
+def _segment_rows(parts: ActingParts, encoded: Sequence[EncodedStep]) -> torch.Tensor | None:
+    """(N, L) 1 + each token's segment number (0 at separators and padding) when a dropped word
+    takes its whole segment's states (``SubwordSettings.context_dropout`` "segment"), else None."""
+    subwords = parts.config.subwords
+    if parts.heads.context is None or subwords is None or subwords.context_dropout != "segment":
+        return None
+    rows = []
+    for e in encoded:
+        row = [0] * len(e.input_ids)
+        for number, (first, end, _) in enumerate(e.segments, start=1):
+            row[first:end] = [number] * (end - first)
+        rows.append(row)
+    return _pad(rows, 0, parts.device)
+
+
 def _context_rows(parts: ActingParts, encoded: Sequence[EncodedStep]) -> torch.Tensor | None:
     """(N, L, E) contextual states of the prompts, zero at padding; None when the heads read none."""
     if parts.heads.context is None:
@@ -217,7 +244,8 @@ def _score_padded(parts: ActingParts, encoded: Sequence[EncodedStep]) -> ScoredS
     attention = (torch.arange(ids.shape[1], device=device)[None, :] < lengths[:, None]).long()
     semantic = _semantic_rows(parts, encoded)  # (N, L) or None
     context = _context_rows(parts, encoded)  # (N, L, E) or None
-    hidden = _hidden_states(parts, ids, flags, attention, semantic, context).float()  # (N, L, D)
+    segments = _segment_rows(parts, encoded) if parts.model.training else None  # (N, L) or None
+    hidden = _hidden_states(parts, ids, flags, attention, semantic, context, segments).float()  # (N, L, D)
 
     width = max(len(e.spans) for e in encoded)
     starts = torch.zeros(len(encoded), width, dtype=torch.long)

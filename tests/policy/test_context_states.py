@@ -257,3 +257,42 @@ def test_a_dropped_word_loses_its_state_with_its_embedding(encoder_dir, sim_rows
         read = hidden_states(parts, ids, flags, attention, None, context_rows(parts, encoded))
         unread = hidden_states(parts, ids, flags, attention)
     torch.testing.assert_close(read, unread, atol=0, rtol=0)
+
+
+def test_segment_context_dropout_drops_every_state_of_a_segment_with_a_dropped_word():
+    from distrl_core.policy.scoring import _context_drop
+
+    drop = torch.tensor([[False, True, False, False, False, False, True], [False] * 7])
+    segments = torch.tensor([[1, 1, 1, 0, 2, 2, 0], [1, 1, 0, 2, 2, 2, 0]])  # 0: separator or padding
+    expected = drop.clone()
+    for n in range(2):
+        dropped = {int(segments[n, i]) for i in range(7) if drop[n, i] and segments[n, i] > 0}
+        for i in range(7):
+            expected[n, i] |= int(segments[n, i]) in dropped
+    assert torch.equal(_context_drop(drop, segments), expected)
+    assert expected[0].tolist() == [True, True, True, False, False, False, True]
+    assert torch.equal(_context_drop(drop, None), drop)
+
+
+def test_tiny_minilm_ctx_seg_drops_whole_segments(encoder_dir, monkeypatch, sim_rows):
+    from distrl_core.policy import pretrained
+
+    prepared = pretrained.ConvertedModel(encoder_dir, encoder_dir, False, 0)
+    monkeypatch.setitem(pretrained.PACKAGED_BASES, "minilm", lambda: prepared)
+    config = policy_config_for("tiny-minilm-ctx-seg", 1, "fit_unseen", device="cpu")
+    assert config.subwords is not None and config.subwords.context_states
+    assert config.subwords.context_dropout == "segment"
+    assert policy_config_for("tiny-minilm-ctx").subwords.context_dropout == "token"
+    with pytest.raises(ValueError, match="context_dropout"):
+        PolicyConfig(subwords=SubwordSettings(str(encoder_dir), context_states=True, context_dropout="word"))
+    config.tiny = SMALL_TINY
+    policy = Policy.create(config)
+    with torch.no_grad():
+        policy.heads.context.weight.normal_(std=0.05)
+    steps = _steps(sim_rows, 4)
+    policy.train()
+    with policy.with_word_dropout(0.5, 0.1):  # a training pass runs, with gradients into the map
+        torch.manual_seed(0)
+        loss = -policy.evaluate_steps(steps)["logp"].clamp(min=-30).sum()
+        loss.backward()
+    assert policy.heads.context.weight.grad is not None
