@@ -288,7 +288,8 @@ def main(argv: list[str] | None = None) -> None:
         "--base",
         default=None,
         help="pretrained base: minilm, tiny-minilm (the tiny model on MiniLM's sub-words), tiny-minilm-sem (the "
-        "same with MiniLM's element-instruction similarity as a feature), smollm2 or a folder "
+        "same with MiniLM's element-instruction similarity as a feature), tiny-minilm-ctx (the same reading "
+        "MiniLM's contextual token states), smollm2 or a folder "
         "(`distrl pretrained`); default: the tiny model",
     )
     parser.add_argument(

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
 __all__ = [
+    "CONTEXT_STATE_BASES",
     "SEMANTIC_MATCH_BASES",
     "SUBWORD_BASES",
     "EncoderSettings",
@@ -24,9 +25,15 @@ VOCABULARIES: tuple[str, ...] = get_args(Vocabulary)
 CandidateReading = Literal["pooled", "spans"]
 CANDIDATE_READINGS: tuple[str, ...] = get_args(CandidateReading)
 # Short base names that build the tiny model on a packaged encoder's sub-words -> that encoder's name.
-SUBWORD_BASES = {"tiny-minilm": "minilm", "tiny-minilm-sem": "minilm"}
+SUBWORD_BASES = dict.fromkeys(
+    ("tiny-minilm", "tiny-minilm-sem", "tiny-minilm-ctx", "tiny-minilm-ctx-seg"), "minilm"
+)
 # The sub-word bases that also read the semantic match feature (SubwordSettings.semantic_match).
 SEMANTIC_MATCH_BASES = frozenset({"tiny-minilm-sem"})
+# The sub-word bases that also read the encoder's contextual states (SubwordSettings.context_states),
+# and how a dropped word takes them away (SubwordSettings.context_dropout).
+CONTEXT_STATE_BASES = {"tiny-minilm-ctx": "token", "tiny-minilm-ctx-seg": "segment"}
+CONTEXT_DROPOUTS = ("token", "segment")
 TINY_BASE = "tiny"  # the name of the default (base=None): the tiny model on its own word vocabulary
 
 
@@ -155,12 +162,20 @@ class SubwordSettings:
       inputs, beside the exact-match flags. Grounds paraphrases that share no word with the label
       ("check my email" for Gmail). False (the default): the policy is bit for bit what it was
       without it; base "tiny-minilm-sem" turns it on.
+    - ``context_states``: also add a trained map (zero at first) of the frozen encoder's
+      contextual token states to the inputs (``policy.context_states``: its trunk reads each prompt
+      segment alone, cached per text), so a word arrives as read in its phrase. False (the default):
+      bit for bit as before; bases "tiny-minilm-ctx" and "tiny-minilm-ctx-seg" turn it on.
+    - ``context_dropout``: what a word dropped in training takes with it: "token" its own state;
+      "segment" its whole segment's states, whose other tokens' states name it too.
     """
 
     source: str
     std: float = 0.02
     train_embeddings: bool = False
     semantic_match: bool = False
+    context_states: bool = False
+    context_dropout: str = "token"
 
     def validate(self) -> None:
         if not self.source:
@@ -168,6 +183,8 @@ class SubwordSettings:
                 "SubwordSettings.source must name an encoder folder (e.g. the one `distrl pretrained` "
                 "prepares, .distrl/models/all-minilm-l6-v2); policy_config_for('tiny-minilm') fills it in"
             )
+        if self.context_dropout not in CONTEXT_DROPOUTS:
+            raise ValueError(f"SubwordSettings.context_dropout must be one of {CONTEXT_DROPOUTS}")
         if not self.std > 0:
             raise ValueError(
                 f"SubwordSettings.std must be > 0 (e.g. 0.02, the tiny initialiser's), got {self.std}"
@@ -337,8 +354,8 @@ def policy_config_for(
     choices are made there), an encoder base (its top layer and the heads trained; "minilm" names
     the packaged all-MiniLM-L6-v2), the tiny model on that encoder's sub-words and projected word-piece
     embeddings ("tiny-minilm": ``SubwordSettings``; "tiny-minilm-sem": the same with its semantic match
-    feature), a causal LM adapted with LoRA ("smollm2" names
-    the packaged SmolLM2), or a vision-language model (a folder whose config has a ``vision_config``:
+    feature; "tiny-minilm-ctx": the same reading the encoder's contextual token states), a causal LM
+    adapted with LoRA ("smollm2" names the packaged SmolLM2), or a vision-language model (a folder whose config has a ``vision_config``:
     generative, reading the screenshot, LoRA on its text decoder); ``seed`` also seeds the sampler.
     A pretrained base brings its own tokenizer.
     ``encoder_layers``: an encoder base's top layers trained (None: EncoderSettings' default);
@@ -364,13 +381,10 @@ def policy_config_for(
         source = resolve_base(SUBWORD_BASES[base.lower()])
         tiny = TinyModelConfig(seed=seed)
         semantic = base.lower() in SEMANTIC_MATCH_BASES
-        return PolicyConfig(
-            device=device,
-            seed=seed,
-            tiny=tiny,
-            vocabulary=vocabulary,
-            subwords=SubwordSettings(source=source, semantic_match=semantic),
-        )
+        context = CONTEXT_STATE_BASES.get(base.lower())
+        flags = {"semantic_match": semantic, "context_states": context is not None}
+        subwords = SubwordSettings(source, context_dropout=context or "token", **flags)
+        return PolicyConfig(device=device, seed=seed, tiny=tiny, vocabulary=vocabulary, subwords=subwords)
     base = resolve_base(base)
     if is_encoder_folder(base):
         chosen: dict[str, Any] = {} if encoder_layers is None else {"trainable_layers": encoder_layers}

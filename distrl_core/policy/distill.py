@@ -26,7 +26,7 @@ from torch import nn
 from distrl_core.policy.backbone import hash_checkpoint_files, resolve_checkpoint_dir
 from distrl_core.policy.parts import ActingParts
 from distrl_core.policy.prompt import EncodedStep
-from distrl_core.policy.scoring import hidden_states, pad_rows
+from distrl_core.policy.scoring import context_rows, hidden_states, pad_rows
 
 __all__ = ["SentenceTargets", "distill_loss", "instruction_states", "mean_pool"]
 
@@ -57,7 +57,10 @@ def instruction_states(parts: ActingParts, encoded: Sequence[EncodedStep]) -> to
     ids = pad_rows(prefixes, parts.tokenizer.pad_token_id or 0, parts.device)  # (B, T)
     lengths = torch.tensor([len(p) for p in prefixes], device=parts.device)  # (B,)
     attention = torch.arange(ids.shape[1], device=parts.device)[None, :] < lengths[:, None]  # (B, T)
-    states = hidden_states(parts, ids, flags, attention.long()).float()  # (B, T, D)
+    context = context_rows(parts, encoded)  # (B, L, E) of the whole prompts, or None
+    if context is not None:  # a segment's states are its text's alone: the prefix's are the whole's
+        context = context[:, : ids.shape[1]]  # (B, T, E)
+    states = hidden_states(parts, ids, flags, attention.long(), None, context).float()  # (B, T, D)
     return mean_pool(states, attention)
 
 

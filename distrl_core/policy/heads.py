@@ -27,6 +27,15 @@ def _match_embedding(hidden_size: int) -> nn.Embedding:
     return embedding
 
 
+def _context_projection(width: int, hidden_size: int) -> nn.Linear:
+    """The map of an encoder's contextual states (E) onto the tiny model's inputs (D), all zero:
+    a fresh policy scores exactly as it would without the states, and the warm start learns how
+    much of them to use (a random map would add noise of the embeddings' own scale)."""
+    projection = nn.Linear(width, hidden_size, bias=False)
+    nn.init.zeros_(projection.weight)
+    return projection
+
+
 def _semantic_embedding(hidden_size: int) -> nn.Embedding:
     """One row per semantic-match index; NEUTRAL's (padding_idx) stays zero and untrained."""
     embedding = nn.Embedding(INDICES, hidden_size, padding_idx=NEUTRAL)
@@ -44,6 +53,9 @@ class PolicyHeads(nn.Module):
     ``trajectory``: MLP on the instruction's last hidden state -> logit P(success | instruction).
     ``semantic`` (+ ``critic_semantic``): embedding of the semantic-match index
     (``policy.semantic_match``) added like ``match``, or None without that feature.
+    ``context``: linear map (E -> D, no bias, zero at first) of the encoder's contextual token
+    states (``policy.context_states``) added to the actor's inputs, or None without them (a
+    separate critic's encoder reads the static inputs only).
     """
 
     def __init__(
@@ -53,6 +65,7 @@ class PolicyHeads(nn.Module):
         match_features: bool,
         critic_encoder: nn.Module | None = None,
         semantic_match: bool = False,
+        context_width: int | None = None,
     ) -> None:
         super().__init__()
         self.match = _match_embedding(hidden_size) if match_features else None
@@ -70,10 +83,12 @@ class PolicyHeads(nn.Module):
         self.critic_semantic = None
         if critic_encoder is not None and semantic_match:
             self.critic_semantic = _semantic_embedding(critic_size)
+        self.context = None if context_width is None else _context_projection(context_width, hidden_size)
 
     def actor_parameters(self) -> list[nn.Parameter]:
         params = list(self.score.parameters())
         params += list(self.match.parameters()) if self.match is not None else []
+        params += list(self.context.parameters()) if self.context is not None else []
         return params + (list(self.semantic.parameters()) if self.semantic is not None else [])
 
     def critic_parameters(self) -> list[nn.Parameter]:

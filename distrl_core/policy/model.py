@@ -25,6 +25,7 @@ from distrl_core.policy.backbone import (
     resolve_checkpoint_dir,
 )
 from distrl_core.policy.config import PolicyConfig
+from distrl_core.policy.context_states import encoder_width, prompt_states
 from distrl_core.policy.encoder import EncoderBackbone
 from distrl_core.policy.heads import PolicyHeads
 from distrl_core.policy.parts import ActingParts
@@ -102,6 +103,7 @@ def build_heads(config: PolicyConfig, model: nn.Module, tokenizer: Any) -> Polic
             match_features=config.match_features and config.mode == "scoring",
             critic_encoder=critic_encoder,
             semantic_match=_reads_semantic_match(config),
+            context_width=_context_width(config),
         )
 
 
@@ -115,6 +117,25 @@ def _reads_semantic_match(config: PolicyConfig) -> bool:
         and config.mode == "scoring"
         and config.encoder is None
     )
+
+
+def _reads_context(config: PolicyConfig) -> bool:
+    """Whether the policy reads ``policy.context_states`` (the tiny model on sub-words, scoring,
+    ``SubwordSettings.context_states``)."""
+    subwords = config.subwords
+    return (
+        subwords is not None
+        and subwords.context_states
+        and config.mode == "scoring"
+        and config.encoder is None
+    )
+
+
+def _context_width(config: PolicyConfig) -> int | None:
+    """The encoder's state width when the policy reads its contextual states, else None."""
+    if not _reads_context(config) or config.subwords is None:
+        return None
+    return encoder_width(config.subwords.source)
 
 
 def _pick_device(name: str) -> torch.device:
@@ -256,7 +277,15 @@ class Policy:
             processor=self.processor,
             word_dropout=self.word_dropout,
             dropout_token_id=self.dropout_token_id,
+            context=self._context_states if self.heads.context is not None else None,
         )
+
+    def _context_states(self, step: EncodedStep) -> torch.Tensor:
+        """(L, E) contextual states of an encoded prompt, from the process's cache (the trunk runs
+        only on segments it has not read yet). A function of the prompt's text alone, so the
+        learner re-scoring a stored step reads what the collector read."""
+        assert self.config.subwords is not None  # _reads_context
+        return prompt_states(self.config.subwords.source, step.input_ids, step.segments)
 
     @functools.cached_property
     def generation_stops(self) -> frozenset[int]:

@@ -42,3 +42,6 @@ class ActingParts:
     # (entity, other, phrasing) probabilities: see Policy.with_word_dropout
     word_dropout: tuple[float, float, float] = (0.0, 0.0, 0.0)
     dropout_token_id: int | None = None  # what a dropped word becomes: see scoring.dropout_token_id
+    # A prompt's (L, E) contextual states of a frozen encoder (``policy.context_states``), or None
+    # when the policy reads none.
+    context: Callable[[EncodedStep], torch.Tensor] | None = None

@@ -59,6 +59,9 @@ class EncodedStep:
     elements: tuple[tuple[int, int, str], ...] = ()
     # One semantic-match index per token (``policy.semantic_match``), None when the policy has none.
     semantic: tuple[int, ...] | None = None
+    # (first, end, text) of every segment, in prompt order: what ``policy.context_states`` reads
+    # each segment's contextual states from (its text alone) and where it places them.
+    segments: tuple[tuple[int, int, str], ...] = ()
 
     def index_of(self, action_text: str, screen_size: tuple[int, int] = (1080, 2400)) -> int | None:
         """Which candidate is ``action_text`` (canonical action text; a point tap is the element
@@ -159,8 +162,17 @@ def encode_scoring_step(
             token_spans[owner] = (first, last)
         elif start_char == 0:
             instruction_end = max(last - 1, 0)
+    placed = tuple(
+        (first, last, segment) for (first, last), segment in zip(segment_tokens, segments, strict=True)
+    )
     return EncodedStep(
-        tuple(ids), tuple(flags), tuple(token_spans), instruction_end, tuple(candidates), tuple(elements)
+        tuple(ids),
+        tuple(flags),
+        tuple(token_spans),
+        instruction_end,
+        tuple(candidates),
+        tuple(elements),
+        segments=placed,
     )
 
 

@@ -91,11 +91,11 @@ def _drop_mask(parts: ActingParts, ids: torch.Tensor, flags: torch.Tensor) -> to
     return torch.rand(ids.shape, device=ids.device) < probability
 
 
-def _embed_with_dropout(parts: ActingParts, ids: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
-    """Input embeddings; dropped words become the dropout token (see ``dropout_token_id``), or a
-    zero embedding (no content, position kept) when the tokenizer has no such token."""
+def _embed_with_dropout(parts: ActingParts, ids: torch.Tensor, drop: torch.Tensor | None) -> torch.Tensor:
+    """Input embeddings; dropped words (``drop``, from ``_drop_mask``) become the dropout token (see
+    ``dropout_token_id``), or a zero embedding (no content, position kept) when the tokenizer has no
+    such token."""
     embed = hf(parts.model).get_input_embeddings()
-    drop = _drop_mask(parts, ids, flags)
     if drop is None:
         embedded: torch.Tensor = embed(ids)
         return embedded
@@ -113,12 +113,22 @@ def _hidden_states(
     flags: torch.Tensor,  # (N, L) match flags
     attention: torch.Tensor,  # (N, L)
     semantic: torch.Tensor | None = None,  # (N, L) semantic-match indices, or None (all NEUTRAL)
+    context: torch.Tensor | None = None,  # (N, L, E) an encoder's contextual states, or None
+    segments: torch.Tensor | None = None,  # (N, L) 1 + each token's segment (0: none), "segment" dropout
 ) -> torch.Tensor:  # (N, L, D)
-    inputs = _embed_with_dropout(parts, ids, flags)
+    drop = _drop_mask(parts, ids, flags)  # (N, L) bool, or None outside training
+    inputs = _embed_with_dropout(parts, ids, drop)
     if parts.heads.match is not None:
         inputs = inputs + parts.heads.match(flags).to(inputs.dtype)
     if parts.heads.semantic is not None and semantic is not None:
         inputs = inputs + parts.heads.semantic(semantic).to(inputs.dtype)
+    if parts.heads.context is not None and context is not None:
+        if drop is not None:
+            # A dropped word loses its contextual state with its embedding: dropout stands for a word
+            # the model cannot read, and its state alone would name it. Its neighbours' states name it
+            # too; with ``segments`` its whole segment's states go ("segment" context dropout).
+            context = context * (~_context_drop(drop, segments))[..., None].to(context.dtype)
+        inputs = inputs + parts.heads.context(context.to(inputs.dtype))
     if parts.config.subwords is not None:
         # The decoder body alone (its last state equals the full model's, bit for bit): scores never
         # read the LM head, whose 30,522 sub-word rows cost ~2 GFLOP per update, more than the layers.
@@ -184,6 +194,48 @@ def _semantic_rows(parts: ActingParts, encoded: Sequence[EncodedStep]) -> torch.
     return _pad([e.semantic or () for e in encoded], 0, parts.device)
 
 
+def _context_drop(drop: torch.Tensor, segments: torch.Tensor | None) -> torch.Tensor:
+    """(N, L) tokens whose contextual states are dropped: the dropped tokens ``drop`` (N, L), and
+    with ``segments`` (N, L; 1 + segment number, 0 outside any) every token of a segment that holds
+    a dropped one."""
+    if segments is None:
+        return drop
+    hits = torch.zeros(segments.shape[0], int(segments.max()) + 1, device=drop.device)  # (N, S + 1)
+    hits.scatter_add_(1, segments, (drop & (segments > 0)).float())
+    return drop | (hits.gather(1, segments) > 0)
+
+
+def _segment_rows(parts: ActingParts, encoded: Sequence[EncodedStep]) -> torch.Tensor | None:
+    """(N, L) 1 + each token's segment number (0 at separators and padding) when a dropped word
+    takes its whole segment's states (``SubwordSettings.context_dropout`` "segment"), else None."""
+    subwords = parts.config.subwords
+    if parts.heads.context is None or subwords is None or subwords.context_dropout != "segment":
+        return None
+    rows = []
+    for e in encoded:
+        row = [0] * len(e.input_ids)
+        for number, (first, end, _) in enumerate(e.segments, start=1):
+            row[first:end] = [number] * (end - first)
+        rows.append(row)
+    return _pad(rows, 0, parts.device)
+
+
+def _context_rows(parts: ActingParts, encoded: Sequence[EncodedStep]) -> torch.Tensor | None:
+    """(N, L, E) contextual states of the prompts, zero at padding; None when the heads read none."""
+    if parts.heads.context is None:
+        return None
+    if parts.context is None:
+        raise ValueError(
+            "the policy reads contextual states but was given no way to compute them: act and score "
+            "through Policy.parts() (it supplies them when SubwordSettings.context_states is set)"
+        )
+    states = [parts.context(e) for e in encoded]  # each (L_i, E)
+    return torch.nn.utils.rnn.pad_sequence(states, batch_first=True).to(parts.device)  # (N, L, E)
+
+
+context_rows = _context_rows  # for policy.distill's prefix pass, as hidden_states
+
+
 def _score_padded(parts: ActingParts, encoded: Sequence[EncodedStep]) -> ScoredSteps:
     device = parts.device
     ids = _pad([e.input_ids for e in encoded], parts.tokenizer.pad_token_id or 0, device)
@@ -191,7 +243,9 @@ def _score_padded(parts: ActingParts, encoded: Sequence[EncodedStep]) -> ScoredS
     lengths = torch.tensor([len(e.input_ids) for e in encoded], device=device)
     attention = (torch.arange(ids.shape[1], device=device)[None, :] < lengths[:, None]).long()
     semantic = _semantic_rows(parts, encoded)  # (N, L) or None
-    hidden = _hidden_states(parts, ids, flags, attention, semantic).float()  # (N, L, D)
+    context = _context_rows(parts, encoded)  # (N, L, E) or None
+    segments = _segment_rows(parts, encoded) if parts.model.training else None  # (N, L) or None
+    hidden = _hidden_states(parts, ids, flags, attention, semantic, context, segments).float()  # (N, L, D)
 
     width = max(len(e.spans) for e in encoded)
     starts = torch.zeros(len(encoded), width, dtype=torch.long)

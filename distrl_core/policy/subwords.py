@@ -183,12 +183,15 @@ def build_tiny_base(config: PolicyConfig, tokenizer: Any) -> nn.Module:
 
 def tiny_base_salt(config: PolicyConfig, tokenizer: Any) -> str:
     """What the tiny base's hash mixes in beside its weights: the vocabulary size, and with the
-    semantic match feature (``SubwordSettings.semantic_match``) the encoder folder's content hash,
-    since the whole encoder (not only the word-piece table the weights hold) then shapes the
-    inputs: a version never loads onto another encoder's similarities. Without the feature the
-    salt is what it always was, so earlier versions keep their hashes."""
+    semantic match feature (``SubwordSettings.semantic_match``) or the contextual states
+    (``SubwordSettings.context_states``) the encoder folder's content hash, since the whole encoder
+    (not only the word-piece table the weights hold) then shapes the inputs: a version never loads
+    onto another encoder's similarities or states (the trunk is not saved with a version). Without
+    either the salt is what it always was, so earlier versions keep their hashes."""
     salt = repr(len(tokenizer))
-    if config.subwords is not None and config.subwords.semantic_match:
-        folder = resolve_checkpoint_dir(config.subwords.source).resolve()
-        salt += f" semantic {hash_checkpoint_files(folder)}"
+    subwords = config.subwords
+    if subwords is not None and (subwords.semantic_match or subwords.context_states):
+        identity = hash_checkpoint_files(resolve_checkpoint_dir(subwords.source).resolve())
+        salt += f" semantic {identity}" if subwords.semantic_match else ""
+        salt += f" context {identity}" if subwords.context_states else ""
     return salt

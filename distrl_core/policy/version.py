@@ -172,7 +172,8 @@ def _build(directory: Path, config: PolicyConfig, base: dict[str, Any], base_ove
         _check_hash(
             base["hash"], actual, f"the tiny model {base['pointer']}{subwords}", directory,
             "The tiny model's config or initialisation code (or the encoder its sub-word table is projected "
-            "from) changed since it was saved; load it with the distrl version and encoder that wrote it, or "
+            "from, or whose similarities or contextual states it reads: SubwordSettings.source) changed since "
+            "it was saved; load it with the distrl version and the exact encoder files that wrote it, or "
             "retrain from a fresh warm start.",
         )  # fmt: skip
         model = _read_weights(directory, "model/", lambda: load_full_weights(config, directory / "model"))

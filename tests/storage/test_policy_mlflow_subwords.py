@@ -1,5 +1,6 @@
-"""A policy on a pretrained encoder's sub-words (PolicyConfig.subwords) published as an MLflow pyfunc
-model loads and answers with the log-probability the policy itself gives."""
+"""A policy on a pretrained encoder's sub-words (PolicyConfig.subwords), with or without the
+encoder's contextual states, published as an MLflow pyfunc model loads and answers with the
+log-probability the policy itself gives."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ STEP = {
 }
 
 
-def test_a_subword_policy_round_trips_through_the_pyfunc_model(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize("context", [False, True], ids=["static", "context-states"])
+def test_a_subword_policy_round_trips_through_the_pyfunc_model(tmp_path: Path, monkeypatch, context) -> None:
     import mlflow
     import pandas as pd
     import torch
@@ -31,11 +33,11 @@ def test_a_subword_policy_round_trips_through_the_pyfunc_model(tmp_path: Path, m
     config = PolicyConfig(
         device="cpu",
         tiny=TinyModelConfig(hidden_size=16, num_heads=2, intermediate_size=32),
-        subwords=SubwordSettings(source=str(encoder)),
+        subwords=SubwordSettings(source=str(encoder), context_states=context),
     )
     policy = Policy.create(config)
-    with torch.no_grad():  # weights a fresh build would not have
-        for parameter in policy.model.parameters():
+    with torch.no_grad():  # weights a fresh build would not have (the zero context map's too)
+        for parameter in [*policy.model.parameters(), *policy.heads.parameters()]:
             if parameter.requires_grad:
                 parameter.add_(0.05 * torch.randn_like(parameter))
     observations = observations_of(pd.DataFrame([STEP]), config.screen_size)
