@@ -26,13 +26,19 @@ CandidateReading = Literal["pooled", "spans"]
 CANDIDATE_READINGS: tuple[str, ...] = get_args(CandidateReading)
 # Short base names that build the tiny model on a packaged encoder's sub-words -> that encoder's name.
 SUBWORD_BASES = dict.fromkeys(
-    ("tiny-minilm", "tiny-minilm-sem", "tiny-minilm-ctx", "tiny-minilm-ctx-seg"), "minilm"
+    ("tiny-minilm", "tiny-minilm-sem", "tiny-minilm-ctx", "tiny-minilm-ctx-seg", "tiny-minilm-ctx-small"),
+    "minilm",
 )
 # The sub-word bases that also read the semantic match feature (SubwordSettings.semantic_match).
 SEMANTIC_MATCH_BASES = frozenset({"tiny-minilm-sem"})
 # The sub-word bases that also read the encoder's contextual states (SubwordSettings.context_states),
 # and how a dropped word takes them away (SubwordSettings.context_dropout).
-CONTEXT_STATE_BASES = {"tiny-minilm-ctx": "token", "tiny-minilm-ctx-seg": "segment"}
+CONTEXT_STATE_BASES = {
+    "tiny-minilm-ctx": "token",
+    "tiny-minilm-ctx-seg": "segment",
+    "tiny-minilm-ctx-small": "token",
+}
+CONTEXT_SCALES = {"tiny-minilm-ctx-small": 0.1}  # SubwordSettings.context_scale of a base, else 1
 CONTEXT_DROPOUTS = ("token", "segment")
 TINY_BASE = "tiny"  # the name of the default (base=None): the tiny model on its own word vocabulary
 
@@ -168,6 +174,10 @@ class SubwordSettings:
       bit for bit as before; bases "tiny-minilm-ctx" and "tiny-minilm-ctx-seg" turn it on.
     - ``context_dropout``: what a word dropped in training takes with it: "token" its own state;
       "segment" its whole segment's states, whose other tokens' states name it too.
+    - ``context_scale``: the projected states are multiplied by this before they are added. Adam
+      moves every weight by about its learning rate per step whatever the gradient's size, so at
+      1 the states outgrew the static embedding tenfold in a 300-update warm start and swamped
+      the match flags; 0.1 (base "tiny-minilm-ctx-small") keeps them at its scale.
     """
 
     source: str
@@ -176,6 +186,7 @@ class SubwordSettings:
     semantic_match: bool = False
     context_states: bool = False
     context_dropout: str = "token"
+    context_scale: float = 1.0
 
     def validate(self) -> None:
         if not self.source:
@@ -185,6 +196,10 @@ class SubwordSettings:
             )
         if self.context_dropout not in CONTEXT_DROPOUTS:
             raise ValueError(f"SubwordSettings.context_dropout must be one of {CONTEXT_DROPOUTS}")
+        if not self.context_scale > 0:
+            raise ValueError(
+                f"SubwordSettings.context_scale must be > 0 (e.g. 1 or 0.1), got {self.context_scale}"
+            )
         if not self.std > 0:
             raise ValueError(
                 f"SubwordSettings.std must be > 0 (e.g. 0.02, the tiny initialiser's), got {self.std}"
@@ -383,7 +398,8 @@ def policy_config_for(
         semantic = base.lower() in SEMANTIC_MATCH_BASES
         context = CONTEXT_STATE_BASES.get(base.lower())
         flags = {"semantic_match": semantic, "context_states": context is not None}
-        subwords = SubwordSettings(source, context_dropout=context or "token", **flags)
+        scale = CONTEXT_SCALES.get(base.lower(), 1.0)
+        subwords = SubwordSettings(source, context_dropout=context or "token", context_scale=scale, **flags)
         return PolicyConfig(device=device, seed=seed, tiny=tiny, vocabulary=vocabulary, subwords=subwords)
     base = resolve_base(base)
     if is_encoder_folder(base):

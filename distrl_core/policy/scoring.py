@@ -128,7 +128,8 @@ def _hidden_states(
             # the model cannot read, and its state alone would name it. Its neighbours' states name it
             # too; with ``segments`` its whole segment's states go ("segment" context dropout).
             context = context * (~_context_drop(drop, segments))[..., None].to(context.dtype)
-        inputs = inputs + parts.heads.context(context.to(inputs.dtype))
+        scale = parts.config.subwords.context_scale if parts.config.subwords is not None else 1.0
+        inputs = inputs + scale * parts.heads.context(context.to(inputs.dtype))
     if parts.config.subwords is not None:
         # The decoder body alone (its last state equals the full model's, bit for bit): scores never
         # read the LM head, whose 30,522 sub-word rows cost ~2 GFLOP per update, more than the layers.

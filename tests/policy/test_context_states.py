@@ -296,3 +296,50 @@ def test_tiny_minilm_ctx_seg_drops_whole_segments(encoder_dir, monkeypatch, sim_
         loss = -policy.evaluate_steps(steps)["logp"].clamp(min=-30).sum()
         loss.backward()
     assert policy.heads.context.weight.grad is not None
+
+
+def _decoder_inputs(policy: Policy, steps: list[StepInput]) -> torch.Tensor:
+    """The (N, L, D) inputs the decoder body receives when ``policy`` scores ``steps``."""
+    from distrl_core.policy.backbone import hf
+
+    captured: list[torch.Tensor] = []
+    decoder = hf(policy.model).get_decoder()
+    hook = decoder.register_forward_pre_hook(
+        lambda _m, _a, kwargs: captured.append(kwargs["inputs_embeds"].detach().clone()), with_kwargs=True
+    )
+    try:
+        policy.evaluate_steps(steps)
+    finally:
+        hook.remove()
+    return captured[0]
+
+
+def test_the_context_scale_multiplies_the_projected_states(encoder_dir, monkeypatch, sim_rows):
+    """The states add ``context_scale`` times the projection's output to the inputs and nothing else:
+    with equal weights, (inputs at scale 0.25 - inputs without states) = 0.25 x (inputs at scale 1 -
+    inputs without states). Base "tiny-minilm-ctx-small" sets 0.1; 0 or less is refused."""
+    from distrl_core.policy import pretrained
+
+    prepared = pretrained.ConvertedModel(encoder_dir, encoder_dir, False, 0)
+    monkeypatch.setitem(pretrained.PACKAGED_BASES, "minilm", lambda: prepared)
+    small = policy_config_for("tiny-minilm-ctx-small", 3, "fit_unseen")
+    assert (
+        small.subwords is not None and small.subwords.context_scale == 0.1 and small.subwords.context_states
+    )
+    assert PolicyConfig.from_dict(small.to_dict()) == small
+    with pytest.raises(ValueError, match="context_scale must be > 0"):
+        SubwordSettings(source=str(encoder_dir), context_states=True, context_scale=0.0).validate()
+
+    steps = _steps(sim_rows, 3)
+    weight = torch.randn(16, WIDTH, generator=torch.Generator().manual_seed(1))
+    inputs = {}
+    for scale in (1.0, 0.25):
+        subwords = SubwordSettings(source=str(encoder_dir), context_states=True, context_scale=scale)
+        policy = Policy.create(PolicyConfig(device="cpu", tiny=SMALL_TINY, subwords=subwords, seed=5)).eval()
+        inputs["none"] = _decoder_inputs(policy, steps)  # the projection is zero at first
+        with torch.no_grad():
+            policy.heads.context.weight.copy_(weight)
+        inputs[scale] = _decoder_inputs(policy, steps)
+    added_one, added_quarter = inputs[1.0] - inputs["none"], inputs[0.25] - inputs["none"]
+    assert added_one.abs().max() > 1e-3  # the states do reach the inputs
+    torch.testing.assert_close(added_quarter, 0.25 * added_one, rtol=1e-5, atol=1e-6)
