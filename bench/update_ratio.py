@@ -18,19 +18,15 @@ tasks each, with the demo's rephrased instructions (``--paraphrase``, 0.8).
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import time
 
 from bench._common import write_result
+from bench._stats import t_interval
 
 
 def _interval(values: list[float]) -> list[float]:
-    from scipy import stats
-
-    mean = statistics.mean(values)
-    half = stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
-    return [mean - half, mean + half]
+    return list(t_interval(values)["ci95"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         ratios = [c / r for c, r in zip(seconds[candidate], seconds[reference], strict=True)]
         result[name] = {
             "seconds_per_update": {b: statistics.median(v) / args.batches for b, v in seconds.items()},
+            "ratio_per_round": ratios,
             "ratio_median": statistics.median(ratios),
             "ratio_mean_ci95": [statistics.mean(ratios), *_interval(ratios)],
             "updates_per_minute_vs_reference": 1 / statistics.median(ratios),
