@@ -130,6 +130,19 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
+def one_thread_cost_document(benchmark: str, batch_steps: int, **fields: object) -> dict:
+    """The head of a one-torch-thread cost bench's result (its name, batch, load and time), then
+    ``fields``."""
+    return {
+        "benchmark": benchmark,
+        "batch_steps": batch_steps,
+        "torch_threads": 1,
+        "loadavg_1min": round(os.getloadavg()[0], 2),
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **fields,
+    }
+
+
 def write_result(name: str, document: dict) -> Path:
     """bench/results/<name>.json, or <name>.json where <name> is a path (a smoke run's folder)."""
     path = (RESULTS / name if "/" not in name else Path(name)).with_suffix(".json")

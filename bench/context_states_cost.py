@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench._common import write_result
+from bench._common import one_thread_cost_document, write_result
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -168,16 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         "unaligned_tokens": cache.unaligned,
     }
     print("cache after the warm start's prompts:", json.dumps(memory), flush=True)
-    payload = {
-        "benchmark": "context_states_cost",
-        "batch_steps": len(rows),
-        "torch_threads": 1,
-        "loadavg_1min": round(os.getloadavg()[0], 2),
-        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "results": results,
-        "ratios": ratios,
-        "cache_after_warm_start": memory,
-    }
+    payload = one_thread_cost_document(
+        "context_states_cost", len(rows), results=results, ratios=ratios, cache_after_warm_start=memory
+    )
     print(f"wrote {write_result(args.out, payload)}")
     return 0
 

@@ -23,7 +23,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from bench._common import write_result
+from bench._common import one_thread_cost_document, write_result
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -124,15 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         / plain["act_step_new_instruction_cpu_s"],
     }
     print("ratios (tiny-minilm-sem / tiny-minilm):", json.dumps(ratios), flush=True)
-    payload = {
-        "benchmark": "semantic_match_cost",
-        "batch_steps": len(rows),
-        "torch_threads": 1,
-        "loadavg_1min": round(os.getloadavg()[0], 2),
-        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "results": results,
-        "ratios": ratios,
-    }
+    payload = one_thread_cost_document("semantic_match_cost", len(rows), results=results, ratios=ratios)
     print(f"wrote {write_result(args.out, payload)}")
     return 0
 

@@ -24,10 +24,12 @@ from distrl_core.policy.config import LoraSettings, PolicyConfig, TinyModelConfi
 
 __all__ = [
     "HASH_METHOD",
+    "FrozenEncoders",
     "HFModel",
     "apply_lora",
     "build_tiny_encoder",
     "build_tiny_model",
+    "frozen_encoder",
     "hash_checkpoint_files",
     "hash_state_dict",
     "language_model_linears",
@@ -259,3 +261,36 @@ def apply_lora(model: nn.Module, settings: LoraSettings) -> nn.Module:
         task_type="CAUSAL_LM",
     )
     return get_peft_model(model, lora)
+
+
+def frozen_encoder(folder: Path) -> tuple[Any, Any]:
+    """(tokenizer, model) of the Hugging Face encoder in ``folder``, in eval mode with every weight
+    frozen: what the caches of encoder outputs (``policy.semantic_match``, ``policy.context_states``)
+    run texts through."""
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    model = AutoModel.from_pretrained(str(folder)).eval()
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    return tokenizer, model
+
+
+class FrozenEncoders:
+    """Frozen encoders (``frozen_encoder``) by folder, loaded again when the folder's files change
+    (``hash_checkpoint_files``): a cache of their outputs keys them by that hash."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, tuple[str, Any, Any]] = {}  # folder -> (hash, tokenizer, model)
+
+    def clear(self) -> None:
+        self._loaded.clear()
+
+    def get(self, folder: Path) -> tuple[tuple[str, Any, Any], str | None]:
+        """((hash, tokenizer, model), the hash of the encoder this load replaced, or None)."""
+        identity = hash_checkpoint_files(folder)
+        known = self._loaded.get(str(folder))
+        if known is not None and known[0] == identity:
+            return known, None
+        self._loaded[str(folder)] = (identity, *frozen_encoder(folder))
+        return self._loaded[str(folder)], None if known is None else known[0]

@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from distrl_core.policy.backbone import hash_checkpoint_files, resolve_checkpoint_dir
+from distrl_core.policy.backbone import FrozenEncoders, resolve_checkpoint_dir
 
 __all__ = [
     "CACHE_BYTES",
@@ -98,7 +98,7 @@ class ContextCache:
         self.max_bytes = max_bytes
         self.bytes = 0
         self._entries: OrderedDict[tuple[str, str], Entry] = OrderedDict()
-        self._encoders: dict[str, tuple[str, Any, Any]] = {}  # folder -> (hash, tokenizer, trunk)
+        self._encoders = FrozenEncoders()  # the trunks, by folder
         self._lock = threading.Lock()
         self.computed = 0  # texts run through a trunk (the misses), for tests and benches
         self.unaligned = 0  # prompt tokens left without states by a misalignment, for the same
@@ -113,21 +113,11 @@ class ContextCache:
             self.bytes = 0
 
     def _encoder(self, folder: Path) -> tuple[str, Any, Any]:
-        identity = hash_checkpoint_files(folder)
-        known = self._encoders.get(str(folder))
-        if known is not None and known[0] == identity:
-            return known
-        from transformers import AutoModel, AutoTokenizer
-
-        if known is not None:  # the folder changed: its old states can never be read again
-            for key in [k for k in self._entries if k[0] == known[0]]:
+        loaded, replaced = self._encoders.get(folder)
+        if replaced is not None:  # the folder changed: its old states can never be read again
+            for key in [k for k in self._entries if k[0] == replaced]:
                 self._drop(key)
-        tokenizer = AutoTokenizer.from_pretrained(str(folder))
-        trunk = AutoModel.from_pretrained(str(folder)).eval()
-        for parameter in trunk.parameters():
-            parameter.requires_grad_(False)
-        self._encoders[str(folder)] = (identity, tokenizer, trunk)
-        return self._encoders[str(folder)]
+        return loaded
 
     def _drop(self, key: tuple[str, str]) -> None:
         _, states = self._entries.pop(key)

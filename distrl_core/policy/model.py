@@ -24,7 +24,7 @@ from distrl_core.policy.backbone import (
     load_pretrained,
     resolve_checkpoint_dir,
 )
-from distrl_core.policy.config import PolicyConfig
+from distrl_core.policy.config import PolicyConfig, SubwordSettings
 from distrl_core.policy.context_states import encoder_width, prompt_states
 from distrl_core.policy.encoder import EncoderBackbone
 from distrl_core.policy.heads import PolicyHeads
@@ -107,28 +107,21 @@ def build_heads(config: PolicyConfig, model: nn.Module, tokenizer: Any) -> Polic
         )
 
 
+def _scoring_subwords(config: PolicyConfig) -> SubwordSettings | None:
+    """The sub-word settings of a scoring tiny model on sub-words, whose opt-in inputs
+    (``policy.semantic_match``, ``policy.context_states``) the policy then reads; else None."""
+    scoring = config.mode == "scoring" and config.encoder is None
+    return config.subwords if scoring else None
+
+
 def _reads_semantic_match(config: PolicyConfig) -> bool:
-    """Whether the policy reads ``policy.semantic_match``'s feature (the tiny model on sub-words,
-    scoring, ``SubwordSettings.semantic_match``)."""
-    subwords = config.subwords
-    return (
-        subwords is not None
-        and subwords.semantic_match
-        and config.mode == "scoring"
-        and config.encoder is None
-    )
+    subwords = _scoring_subwords(config)
+    return subwords is not None and subwords.semantic_match
 
 
 def _reads_context(config: PolicyConfig) -> bool:
-    """Whether the policy reads ``policy.context_states`` (the tiny model on sub-words, scoring,
-    ``SubwordSettings.context_states``)."""
-    subwords = config.subwords
-    return (
-        subwords is not None
-        and subwords.context_states
-        and config.mode == "scoring"
-        and config.encoder is None
-    )
+    subwords = _scoring_subwords(config)
+    return subwords is not None and subwords.context_states
 
 
 def _context_width(config: PolicyConfig) -> int | None:

@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from distrl_core.policy.backbone import hash_checkpoint_files, resolve_checkpoint_dir
+from distrl_core.policy.backbone import FrozenEncoders, resolve_checkpoint_dir
 
 __all__ = [
     "BINS",
@@ -122,7 +122,7 @@ class EmbeddingCache:
             raise ValueError(f"EmbeddingCache.max_entries must be >= 1, got {max_entries}")
         self.max_entries = max_entries
         self._entries: OrderedDict[tuple[str, str], torch.Tensor] = OrderedDict()
-        self._encoders: dict[str, tuple[str, Any, Any]] = {}  # folder -> (hash, tokenizer, model)
+        self._encoders = FrozenEncoders()  # the encoders, by folder
         self._lock = threading.Lock()
         self.computed = 0  # texts ``embed`` ran through an encoder (its misses), for tests and benches
 
@@ -135,18 +135,7 @@ class EmbeddingCache:
             self._encoders.clear()
 
     def _encoder(self, folder: Path) -> tuple[str, Any, Any]:
-        identity = hash_checkpoint_files(folder)
-        known = self._encoders.get(str(folder))
-        if known is not None and known[0] == identity:
-            return known
-        from transformers import AutoModel, AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(str(folder))
-        model = AutoModel.from_pretrained(str(folder)).eval()
-        for parameter in model.parameters():
-            parameter.requires_grad_(False)
-        self._encoders[str(folder)] = (identity, tokenizer, model)
-        return self._encoders[str(folder)]
+        return self._encoders.get(folder)[0]
 
     @torch.no_grad()
     def compute(self, source: str, texts: Sequence[str]) -> torch.Tensor:

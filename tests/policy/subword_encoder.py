@@ -37,3 +37,26 @@ def write_small_encoder(folder: Path, seed: int) -> Path:
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+SMALL_TINY_SETTINGS = {"hidden_size": 16, "num_heads": 2, "intermediate_size": 32}
+
+
+def small_subword_config(folder: Path, **options):  # -> PolicyConfig
+    """The small tiny model on the small encoder's sub-words; ``options`` split between
+    ``SubwordSettings`` (its field names) and ``PolicyConfig`` (the rest)."""
+    from dataclasses import fields
+
+    from distrl_core.policy.config import PolicyConfig, SubwordSettings, TinyModelConfig
+
+    names = {f.name for f in fields(SubwordSettings)}
+    subwords = SubwordSettings(source=str(folder), **{k: v for k, v in options.items() if k in names})
+    rest = {k: v for k, v in options.items() if k not in names}
+    return PolicyConfig(device="cpu", tiny=TinyModelConfig(**SMALL_TINY_SETTINGS), subwords=subwords, **rest)
+
+
+def steps_of(rows, count: int = 12) -> list:  # -> list[StepInput]
+    """The first ``count`` stored step rows as the policy's step inputs."""
+    from distrl_core.policy.types import StepInput
+
+    return [StepInput(r["instruction"], r["observation_text"], r["action"]) for r in rows[:count]]

@@ -16,14 +16,19 @@ from distrl_core.policy.config import SubwordSettings, TinyModelConfig, policy_c
 from distrl_core.policy.context_states import ContextCache, assemble_states, context_cache, prompt_states
 from distrl_core.policy.prompt import SEPARATOR
 from distrl_core.policy.types import StepInput
-from tests.policy.subword_encoder import WIDTH, write_small_encoder
+from tests.policy.subword_encoder import (
+    SMALL_TINY_SETTINGS,
+    WIDTH,
+    small_subword_config,
+    steps_of,
+    write_small_encoder,
+)
 
-SMALL_TINY = TinyModelConfig(hidden_size=16, num_heads=2, intermediate_size=32)
+SMALL_TINY = TinyModelConfig(**SMALL_TINY_SETTINGS)
 
 
 def _config(folder, context: bool = True, **options) -> PolicyConfig:
-    subwords = SubwordSettings(source=str(folder), context_states=context)
-    return PolicyConfig(device="cpu", tiny=SMALL_TINY, subwords=subwords, **options)
+    return small_subword_config(folder, context_states=context, **options)
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +36,7 @@ def encoder_dir(tmp_path_factory):
     return write_small_encoder(tmp_path_factory.mktemp("context") / "small", seed=0)
 
 
-def _steps(rows, count: int = 12) -> list[StepInput]:
-    return [StepInput(r["instruction"], r["observation_text"], r["action"]) for r in rows[:count]]
+_steps = steps_of
 
 
 def test_assembly_places_aligned_segments_and_zeroes_the_rest():

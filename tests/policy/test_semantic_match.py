@@ -14,7 +14,7 @@ import torch
 from distrl_core.learner.batch import StepBatch
 from distrl_core.policy import BaseMismatchError, Policy, PolicyConfig, load_policy, save_policy
 from distrl_core.policy.candidates import parse_compact_tree
-from distrl_core.policy.config import SubwordSettings, TinyModelConfig, policy_config_for
+from distrl_core.policy.config import TinyModelConfig, policy_config_for
 from distrl_core.policy.semantic_match import (
     BIN_EDGES,
     BINS,
@@ -27,14 +27,18 @@ from distrl_core.policy.semantic_match import (
     similarity_indices,
 )
 from distrl_core.policy.types import StepInput
-from tests.policy.subword_encoder import write_small_encoder
+from tests.policy.subword_encoder import (
+    SMALL_TINY_SETTINGS,
+    small_subword_config,
+    steps_of,
+    write_small_encoder,
+)
 
-SMALL_TINY = TinyModelConfig(hidden_size=16, num_heads=2, intermediate_size=32)
+SMALL_TINY = TinyModelConfig(**SMALL_TINY_SETTINGS)
 
 
 def _config(folder, semantic: bool = True, **options) -> PolicyConfig:
-    subwords = SubwordSettings(source=str(folder), semantic_match=semantic)
-    return PolicyConfig(device="cpu", tiny=SMALL_TINY, subwords=subwords, **options)
+    return small_subword_config(folder, semantic_match=semantic, **options)
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +46,7 @@ def encoder_dir(tmp_path_factory):
     return write_small_encoder(tmp_path_factory.mktemp("semantic") / "small", seed=0)
 
 
-def _steps(rows, count: int = 12) -> list[StepInput]:
-    return [StepInput(r["instruction"], r["observation_text"], r["action"]) for r in rows[:count]]
+_steps = steps_of
 
 
 def _reference_index(similarities: list[float], k: int) -> int:
