@@ -21,7 +21,7 @@ import argparse
 import statistics
 import time
 
-from bench._common import write_result
+from bench._common import pyplot, save_figure, write_result
 from bench._stats import t_interval
 
 
@@ -108,9 +108,25 @@ def main(argv: list[str] | None = None) -> int:
             f"[{_interval(ratios)[0]:.3f}, {_interval(ratios)[1]:.3f}] -> "
             f"{1 / statistics.median(ratios):.2f}x the updates per minute"
         )
-    write_result(args.out, result)
-    print(f"wrote {args.out}")
+    path = write_result(args.out, result)
+    _plot(result, path.with_suffix(".png"))
+    print(f"wrote {path} and its .png")
     return 0
+
+
+def _plot(result: dict, path) -> None:
+    """Each round's CPU ratio, its median, and the ratio at which the candidate makes 0.8x the
+    reference's updates per minute."""
+    plt = pyplot()
+    ratios = result["cpu"]["ratio_per_round"]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(range(1, len(ratios) + 1), ratios, "o", label="round")
+    ax.axhline(result["cpu"]["ratio_median"], label=f"median {result['cpu']['ratio_median']:.3f}")
+    ax.axhline(1 / 0.8, linestyle="--", color="grey", label="0.8x the updates per minute")
+    reference, candidate = result["bases"]
+    ax.set(xlabel="round", ylabel=f"CPU s, {candidate} / {reference}", title="one A-RIDE update, interleaved")
+    ax.legend(fontsize=8)
+    save_figure(fig, path)
 
 
 if __name__ == "__main__":
