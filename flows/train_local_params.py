@@ -34,7 +34,10 @@ class TrainLocalParams(BaseModel):
         4, ge=1, le=MAX_THREADS, description="SimDroid environments per collector."
     )
     minutes: float = Field(6.0, gt=0, le=MAX_MINUTES, description="Wall-clock budget of the RL phase.")
-    family: Family | None = Field("general", description="Task family trained and evaluated (None: both).")
+    family: Family | None = Field(
+        "general",
+        description="Task family trained and evaluated: general or webshop (None, from Python or a deployment: both).",
+    )
     sync: bool = Field(False, description="DigiRL-style barrier rounds instead of asynchronous collection.")
     learner: LearnerParams = Field(
         default_factory=lambda: LearnerParams(background_ingest=True),

@@ -137,6 +137,24 @@ def test_cli_and_bench_accept_paraphrase() -> None:
     assert train_local.options.build(train_local).paraphrase == 0.0  # the flows keep the templates
 
 
+def test_demo_and_train_local_take_a_family_with_the_demo_defaults() -> None:
+    from ops.cli import _parse
+
+    for family in ("general", "webshop"):
+        demo = _parse(["demo", "--family", family])
+        params = demo.options.build(demo)
+        assert (params.family, params.base, params.paraphrase) == (family, "tiny-minilm", 0.8)
+        given = _parse(["demo", "--family", family, "--paraphrase", "0.3", "--base", "tiny"])
+        params = given.options.build(given)
+        assert (params.family, params.paraphrase, params.base) == (family, 0.3, "tiny")
+        train_local = _parse(["train-local", "--family", family])
+        assert train_local.options.build(train_local).family == family
+    demo = _parse(["demo"])
+    assert demo.options.build(demo).family == "general"
+    with pytest.raises(SystemExit):
+        _parse(["demo", "--family", "shopping"])
+
+
 def test_numbers_spelled_for_phrasings_read_back_as_their_digits() -> None:
     from distrl_core.envs.number_words import digits, spelled
 
