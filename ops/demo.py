@@ -22,7 +22,11 @@ HELD_OUT_MEANING = {
     "validation_unseen": "train tasks phrased by a held-out template, each with a held-out app, query, "
     "time or setting",
 }
-_FAMILY_NAMES = {"general": "General", "webshop": "Web Shopping"}
+_FAMILY_NAMES: dict[str | None, str] = {
+    "general": "General",
+    "webshop": "Web Shopping",
+    None: "General and Web Shopping",
+}
 
 if TYPE_CHECKING:  # imported for real after configure_embedded: Prefect reads its settings on import
     from flows.train_local_params import TrainLocalParams
@@ -56,7 +60,7 @@ def run_demo(params: TrainLocalParams | None = None, root: str = ".distrl/demo")
     heldout, trained = heldout_split(params), trained_split(params)
     print(
         f"DistRL demo (seed {seed}): warm start, then {minutes:g} min of {'synchronous' if params.sync else 'asynchronous'} A-RIDE "
-        f"with {params.collectors} collectors on SimDroid ({_FAMILY_NAMES.get(params.family, 'all')} tasks). Everything goes to {root_path}."
+        f"with {params.collectors} collectors on SimDroid ({_FAMILY_NAMES[params.family]} tasks). Everything goes to {root_path}."
     )
     if params.validation:
         print(
