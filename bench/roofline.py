@@ -77,7 +77,8 @@ def _config(base: str, seed: int):
     if base.startswith("tiny-minilm"):
         from distrl_core.policy.config import policy_config_for
 
-        config = policy_config_for("tiny-minilm", seed, device="cpu")
+        # any sub-word base by its own name; "-trained" (a bench variant) trains the table too
+        config = policy_config_for(base.removesuffix("-trained"), seed, device="cpu")
         assert config.subwords is not None
         config.subwords.train_embeddings = base.endswith("-trained")
         return config

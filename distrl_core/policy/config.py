@@ -9,6 +9,7 @@ __all__ = [
     "CONTEXT_STATE_BASES",
     "SEMANTIC_MATCH_BASES",
     "SUBWORD_BASES",
+    "WORD_POOLING_BASES",
     "EncoderSettings",
     "LoraSettings",
     "PolicyConfig",
@@ -26,9 +27,17 @@ CandidateReading = Literal["pooled", "spans"]
 CANDIDATE_READINGS: tuple[str, ...] = get_args(CandidateReading)
 # Short base names that build the tiny model on a packaged encoder's sub-words -> that encoder's name.
 SUBWORD_BASES = dict.fromkeys(
-    ("tiny-minilm", "tiny-minilm-sem", "tiny-minilm-ctx", "tiny-minilm-ctx-seg", "tiny-minilm-ctx-small"),
+    (
+        "tiny-minilm",
+        "tiny-minilm-words",
+        "tiny-minilm-sem",
+        "tiny-minilm-ctx",
+        "tiny-minilm-ctx-seg",
+        "tiny-minilm-ctx-small",
+    ),
     "minilm",
 )
+WORD_POOLING_BASES = frozenset({"tiny-minilm-words"})  # SubwordSettings.pool_words on
 # The sub-word bases that also read the semantic match feature (SubwordSettings.semantic_match).
 SEMANTIC_MATCH_BASES = frozenset({"tiny-minilm-sem"})
 # The sub-word bases that also read the encoder's contextual states (SubwordSettings.context_states),
@@ -178,6 +187,11 @@ class SubwordSettings:
       moves every weight by about its learning rate per step whatever the gradient's size, so at
       1 the states outgrew the static embedding tenfold in a 300-update warm start and swamped
       the match flags; 0.1 (base "tiny-minilm-ctx-small") keeps them at its scale.
+    - ``pool_words``: the model reads one position per word (the mean of its word pieces' inputs)
+      instead of one per piece: SimDroid's prompts split into ~25 % more pieces than words, and
+      attention's cost grows with the square of the positions. An unseen word keeps its pieces'
+      pretrained meaning (their mean). False (the default): one position per piece, bit for bit as
+      before; base "tiny-minilm-words" turns it on.
     """
 
     source: str
@@ -187,8 +201,14 @@ class SubwordSettings:
     context_states: bool = False
     context_dropout: str = "token"
     context_scale: float = 1.0
+    pool_words: bool = False
 
     def validate(self) -> None:
+        if self.pool_words and (self.semantic_match or self.context_states):
+            raise ValueError(
+                "SubwordSettings.pool_words reads one position per word; the semantic match feature and the "
+                "contextual states are placed per word piece: turn pool_words off, or both of them"
+            )
         if not self.source:
             raise ValueError(
                 "SubwordSettings.source must name an encoder folder (e.g. the one `distrl pretrained` "
@@ -345,6 +365,11 @@ class PolicyConfig:
                 "vocabulary is the encoder's WordPiece one (which splits any word): leave it empty"
             )
         subwords.validate()
+        if subwords.pool_words and self.critic == "separate":
+            raise ValueError(
+                "SubwordSettings.pool_words works with critic='detached' or 'shared' (the critics read the "
+                "actor's word positions); 'separate' reads word pieces: pick another critic or pool_words=False"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -368,7 +393,8 @@ def policy_config_for(
     vocabulary from the ``vocabulary`` tasks: "train", or a validation selection's fit tasks when
     choices are made there), an encoder base (its top layer and the heads trained; "minilm" names
     the packaged all-MiniLM-L6-v2), the tiny model on that encoder's sub-words and projected word-piece
-    embeddings ("tiny-minilm": ``SubwordSettings``; "tiny-minilm-sem": the same with its semantic match
+    embeddings ("tiny-minilm": ``SubwordSettings``; "tiny-minilm-words": one position per word;
+    "tiny-minilm-sem": the same with its semantic match
     feature; "tiny-minilm-ctx": the same reading the encoder's contextual token states), a causal LM
     adapted with LoRA ("smollm2" names the packaged SmolLM2), or a vision-language model (a folder whose config has a ``vision_config``:
     generative, reading the screenshot, LoRA on its text decoder); ``seed`` also seeds the sampler.
@@ -399,6 +425,7 @@ def policy_config_for(
         context = CONTEXT_STATE_BASES.get(base.lower())
         flags = {"semantic_match": semantic, "context_states": context is not None}
         scale = CONTEXT_SCALES.get(base.lower(), 1.0)
+        flags["pool_words"] = base.lower() in WORD_POOLING_BASES
         subwords = SubwordSettings(source, context_dropout=context or "token", context_scale=scale, **flags)
         return PolicyConfig(device=device, seed=seed, tiny=tiny, vocabulary=vocabulary, subwords=subwords)
     base = resolve_base(base)

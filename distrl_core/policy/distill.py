@@ -52,6 +52,11 @@ def instruction_states(parts: ActingParts, encoded: Sequence[EncodedStep]) -> to
     The model is causal and the instruction opens the prompt, so its states depend on the tokens
     up to ``instruction_end`` alone: the prefix is forwarded by itself, with the step's own match
     flags, and gives the states the whole prompt would."""
+    if any(e.word_of is not None for e in encoded):
+        raise ValueError(
+            "distillation reads the instruction's word pieces, and this policy pools them into words "
+            "(SubwordSettings.pool_words): set the warm start's distill_weight to 0, or use base tiny-minilm"
+        )
     prefixes = [e.input_ids[: e.instruction_end + 1] for e in encoded]
     flags = pad_rows([e.flags[: e.instruction_end + 1] for e in encoded], 0, parts.device)  # (B, T)
     ids = pad_rows(prefixes, parts.tokenizer.pad_token_id or 0, parts.device)  # (B, T)

@@ -293,6 +293,7 @@ class Policy:
             history,
             screen_size=self.config.screen_size,
             max_tokens=self._max_tokens,
+            pool_words=self.config.subwords is not None and self.config.subwords.pool_words,
         )
         if self.heads.semantic is None:
             return step

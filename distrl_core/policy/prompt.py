@@ -46,7 +46,8 @@ _BOUNDS_SUFFIX = re.compile(r" \(-?\d+,-?\d+,-?\d+,-?\d+\)$")
 
 @dataclass(frozen=True)
 class EncodedStep:
-    """A tokenized scoring prompt. Spans are [start, end) token positions of each candidate."""
+    """A tokenized scoring prompt. Spans are [start, end) model positions of each candidate, and
+    ``instruction_end`` one position: a token's own place, or with ``word_of`` its word's."""
 
     input_ids: tuple[int, ...]
     flags: tuple[int, ...]
@@ -62,6 +63,17 @@ class EncodedStep:
     # (first, end, text) of every segment, in prompt order: what ``policy.context_states`` reads
     # each segment's contextual states from (its text alone) and where it places them.
     segments: tuple[tuple[int, int, str], ...] = ()
+    # With word pooling (``SubwordSettings.pool_words``): each token's model position, the number of
+    # its word (non-decreasing from 0); None when every token is a position of its own. ``elements``
+    # and ``segments`` index tokens either way.
+    word_of: tuple[int, ...] | None = None
+
+    @property
+    def positions(self) -> int:
+        """How many positions the model reads: tokens, or words when they are pooled."""
+        if self.word_of is None:
+            return len(self.input_ids)
+        return self.word_of[-1] + 1 if self.word_of else 0
 
     def index_of(self, action_text: str, screen_size: tuple[int, int] = (1080, 2400)) -> int | None:
         """Which candidate is ``action_text`` (canonical action text; a point tap is the element
@@ -123,8 +135,12 @@ def encode_scoring_step(
     *,
     screen_size: tuple[int, int] = (1080, 2400),
     max_tokens: int | None = None,
+    pool_words: bool = False,
 ) -> EncodedStep:
-    """Tokenize one scoring prompt and locate every candidate's tokens (any fast tokenizer)."""
+    """Tokenize one scoring prompt and locate every candidate's tokens (any fast tokenizer). With
+    ``pool_words`` the model reads one position per word of the tokenizer's pre-tokenizer (its
+    pieces' inputs averaged): spans and ``instruction_end`` are then word positions
+    (``EncodedStep.word_of``), and ``max_tokens`` bounds the words."""
     segments, owners, lines, candidates = _segments_with_lines(instruction, ui_text, history, screen_size)
     text_parts: list[str] = []
     char_spans: list[tuple[int, int]] = []
@@ -140,9 +156,11 @@ def encode_scoring_step(
     encoding = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
     ids: list[int] = encoding["input_ids"]
     offsets: list[tuple[int, int]] = [tuple(o) for o in encoding["offset_mapping"]]
-    if max_tokens is not None and len(ids) > max_tokens:
+    word_of = _word_positions(encoding.word_ids()) if pool_words else None
+    positions = len(ids) if word_of is None else (word_of[-1] + 1 if word_of else 0)
+    if max_tokens is not None and positions > max_tokens:
         raise ValueError(
-            f"the scoring prompt has {len(ids)} tokens, more than the model's {max_tokens}; "
+            f"the scoring prompt has {positions} positions, more than the model's {max_tokens}; "
             "raise TinyModelConfig.max_positions (or use a base with a longer context)"
         )
     instruction_chars = char_spans[0][1]
@@ -165,6 +183,9 @@ def encode_scoring_step(
     placed = tuple(
         (first, last, segment) for (first, last), segment in zip(segment_tokens, segments, strict=True)
     )
+    if word_of is not None:
+        token_spans = [(word_of[first], word_of[last - 1] + 1) for first, last in token_spans]
+        instruction_end = word_of[instruction_end]
     return EncodedStep(
         tuple(ids),
         tuple(flags),
@@ -173,7 +194,24 @@ def encode_scoring_step(
         tuple(candidates),
         tuple(elements),
         segments=placed,
+        word_of=None if word_of is None else tuple(word_of),
     )
+
+
+def _word_positions(word_ids: Sequence[int | None]) -> list[int]:
+    """Each token's word number, counted from 0 in prompt order (a token outside any word, which a
+    prompt without special tokens never has, is a word of its own)."""
+    out: list[int] = []
+    previous: int | None = None
+    for word in word_ids:
+        if not out:
+            out.append(0)
+        elif word is None or word != previous:
+            out.append(out[-1] + 1)
+        else:
+            out.append(out[-1])
+        previous = word
+    return out
 
 
 def _segment_tokens(

@@ -115,8 +115,11 @@ def _hidden_states(
     semantic: torch.Tensor | None = None,  # (N, L) semantic-match indices, or None (all NEUTRAL)
     context: torch.Tensor | None = None,  # (N, L, E) an encoder's contextual states, or None
     segments: torch.Tensor | None = None,  # (N, L) 1 + each token's segment (0: none), "segment" dropout
-) -> torch.Tensor:  # (N, L, D)
+    word_of: torch.Tensor | None = None,  # (N, L) each token's word position (W at padding), or None
+) -> torch.Tensor:  # (N, L, D); with word_of (N, W, D), ``attention`` then (N, W)
     drop = _drop_mask(parts, ids, flags)  # (N, L) bool, or None outside training
+    if drop is not None and word_of is not None:
+        drop = whole_words(drop, word_of)
     inputs = _embed_with_dropout(parts, ids, drop)
     if parts.heads.match is not None:
         inputs = inputs + parts.heads.match(flags).to(inputs.dtype)
@@ -130,6 +133,8 @@ def _hidden_states(
             context = context * (~_context_drop(drop, segments))[..., None].to(context.dtype)
         scale = parts.config.subwords.context_scale if parts.config.subwords is not None else 1.0
         inputs = inputs + scale * parts.heads.context(context.to(inputs.dtype))
+    if word_of is not None:
+        inputs = pool_by_word(inputs, word_of, attention.shape[1])
     if parts.config.subwords is not None:
         # The decoder body alone (its last state equals the full model's, bit for bit): scores never
         # read the LM head, whose 30,522 sub-word rows cost ~2 GFLOP per update, more than the layers.
@@ -141,6 +146,30 @@ def _hidden_states(
     )
     hidden: torch.Tensor = output.hidden_states[-1]
     return hidden
+
+
+def pool_by_word(
+    inputs: torch.Tensor,  # (N, L, D) per token
+    word_of: torch.Tensor,  # (N, L) each token's word in [0, W); W at padding (dropped)
+    words: int,  # W
+) -> torch.Tensor:  # (N, W, D): each word the mean of its tokens' rows, zero where a row has no word
+    n, _, d = inputs.shape
+    sums = inputs.new_zeros(n, words + 1, d).scatter_add_(1, word_of[..., None].expand(-1, -1, d), inputs)
+    counts = inputs.new_zeros(n, words + 1).scatter_add_(
+        1, word_of, torch.ones_like(word_of, dtype=inputs.dtype)
+    )
+    return sums[:, :words] / counts[:, :words, None].clamp(min=1)
+
+
+def whole_words(drop: torch.Tensor, word_of: torch.Tensor) -> torch.Tensor:
+    """(N, L) ``drop`` made word-wise: each token takes its word's first token's draw, so a pooled
+    word is dropped whole (its first token's flag set the probability, as for a word-level model)."""
+    first = torch.ones_like(drop)
+    first[:, 1:] = word_of[:, 1:] != word_of[:, :-1]  # (N, L) a word's first token
+    words = int(word_of.max()) + 1
+    dropped = torch.zeros(drop.shape[0], words, dtype=torch.long, device=drop.device)
+    dropped.scatter_add_(1, word_of, (drop & first).long())  # (N, W + 1) one draw per word
+    return dropped.gather(1, word_of) > 0
 
 
 # The forward and the padding the scores use, for a loss that reads the same states
@@ -158,7 +187,7 @@ def score_steps(parts: ActingParts, encoded: Sequence[EncodedStep]) -> ScoredSte
     """Forward a batch of encoded prompts; gradients flow unless the caller disables them."""
     if len(encoded) <= LENGTH_BUCKET:
         return _score_padded(parts, encoded)
-    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].input_ids))
+    order = sorted(range(len(encoded)), key=lambda i: encoded[i].positions)
     chunks = [
         _score_padded(parts, [encoded[i] for i in order[start : start + LENGTH_BUCKET]])
         for start in range(0, len(order), LENGTH_BUCKET)
@@ -193,6 +222,18 @@ def _semantic_rows(parts: ActingParts, encoded: Sequence[EncodedStep]) -> torch.
             "through Policy.encode (it adds the feature when SubwordSettings.semantic_match is set)"
         )
     return _pad([e.semantic or () for e in encoded], 0, parts.device)
+
+
+def _word_rows(encoded: Sequence[EncodedStep], words: int, device: torch.device) -> torch.Tensor | None:
+    """(N, L) each token's word position, ``words`` at padding; None when tokens are not pooled."""
+    pooled = [e.word_of is not None for e in encoded]
+    if not any(pooled):
+        return None
+    if not all(pooled):
+        raise ValueError(
+            "a batch mixes prompts with and without word pooling: encode them all through one Policy"
+        )
+    return _pad([e.word_of or () for e in encoded], words, device)
 
 
 def _context_drop(drop: torch.Tensor, segments: torch.Tensor | None) -> torch.Tensor:
@@ -241,12 +282,15 @@ def _score_padded(parts: ActingParts, encoded: Sequence[EncodedStep]) -> ScoredS
     device = parts.device
     ids = _pad([e.input_ids for e in encoded], parts.tokenizer.pad_token_id or 0, device)
     flags = _pad([e.flags for e in encoded], 0, device)
-    lengths = torch.tensor([len(e.input_ids) for e in encoded], device=device)
-    attention = (torch.arange(ids.shape[1], device=device)[None, :] < lengths[:, None]).long()
+    lengths = torch.tensor([e.positions for e in encoded], device=device)
+    attention = (torch.arange(int(lengths.max()), device=device)[None, :] < lengths[:, None]).long()
+    word_of = _word_rows(encoded, int(lengths.max()), device)  # (N, L) or None
     semantic = _semantic_rows(parts, encoded)  # (N, L) or None
     context = _context_rows(parts, encoded)  # (N, L, E) or None
     segments = _segment_rows(parts, encoded) if parts.model.training else None  # (N, L) or None
-    hidden = _hidden_states(parts, ids, flags, attention, semantic, context, segments).float()  # (N, L, D)
+    hidden = _hidden_states(
+        parts, ids, flags, attention, semantic, context, segments, word_of
+    ).float()  # (N, P, D)
 
     width = max(len(e.spans) for e in encoded)
     starts = torch.zeros(len(encoded), width, dtype=torch.long)

@@ -187,11 +187,14 @@ def tiny_base_salt(config: PolicyConfig, tokenizer: Any) -> str:
     (``SubwordSettings.context_states``) the encoder folder's content hash, since the whole encoder
     (not only the word-piece table the weights hold) then shapes the inputs: a version never loads
     onto another encoder's similarities or states (the trunk is not saved with a version). Without
-    either the salt is what it always was, so earlier versions keep their hashes."""
+    either the salt is what it always was, so earlier versions keep their hashes. Word pooling
+    (``SubwordSettings.pool_words``) adds its name: pooled and unpooled models never share a hash."""
     salt = repr(len(tokenizer))
     subwords = config.subwords
     if subwords is not None and (subwords.semantic_match or subwords.context_states):
         identity = hash_checkpoint_files(resolve_checkpoint_dir(subwords.source).resolve())
         salt += f" semantic {identity}" if subwords.semantic_match else ""
         salt += f" context {identity}" if subwords.context_states else ""
+    if subwords is not None and subwords.pool_words:  # the same weights read other inputs
+        salt += " words"
     return salt

@@ -1,0 +1,122 @@
+"""One position per word (SubwordSettings.pool_words, base "tiny-minilm-words"): the pooling and the
+word-wise dropout equal plain loops, spans land on their candidate's words, a prompt of one-piece
+words scores exactly as without pooling, and a pooled version round-trips under its own hash."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from distrl_core.learner.batch import StepBatch
+from distrl_core.policy import Policy, PolicyConfig, load_policy, save_policy, scoring
+from distrl_core.policy.config import SubwordSettings, TinyModelConfig
+from distrl_core.policy.prompt import encode_scoring_step
+from distrl_core.policy.types import StepInput
+from tests.policy.subword_encoder import write_small_encoder
+
+SMALL_TINY = TinyModelConfig(hidden_size=16, num_heads=2, intermediate_size=32)
+
+
+def _config(folder, **subwords) -> PolicyConfig:
+    return PolicyConfig(
+        device="cpu", tiny=SMALL_TINY, subwords=SubwordSettings(source=str(folder), **subwords)
+    )
+
+
+@pytest.fixture(scope="module")
+def encoder_dir(tmp_path_factory):
+    return write_small_encoder(tmp_path_factory.mktemp("encoder") / "small", seed=0)
+
+
+def test_pooling_is_the_mean_of_each_words_tokens_as_a_loop_computes_it():
+    generator = torch.Generator().manual_seed(0)
+    inputs = torch.randn(2, 7, 3, generator=generator)
+    word_of = torch.tensor(
+        [[0, 0, 1, 2, 2, 2, 3], [0, 1, 1, 2, 4, 4, 4]]
+    )  # row 2: 3 tokens, then padding (4)
+    pooled = scoring.pool_by_word(inputs, word_of, 4)
+    assert pooled.shape == (2, 4, 3)
+    for row in range(2):
+        for word in range(4):
+            members = [t for t in range(7) if int(word_of[row, t]) == word]
+            expected = torch.stack([inputs[row, t] for t in members]).mean(0) if members else torch.zeros(3)
+            assert torch.allclose(pooled[row, word], expected, atol=1e-6), (row, word)
+
+
+def test_word_dropout_takes_each_word_whole_by_its_first_tokens_draw():
+    drop = torch.tensor([[True, False, False, True, True, False], [False, True, True, False, False, True]])
+    word_of = torch.tensor([[0, 0, 1, 1, 2, 3], [0, 0, 1, 2, 3, 3]])
+    out = scoring.whole_words(drop, word_of)
+    for row in range(2):
+        for token in range(6):
+            first = next(t for t in range(6) if int(word_of[row, t]) == int(word_of[row, token]))
+            assert bool(out[row, token]) == bool(drop[row, first]), (row, token)
+
+
+def test_spans_land_on_their_candidates_words(encoder_dir, sim_rows):
+    policy = Policy.create(_config(encoder_dir, pool_words=True))
+    tokenizer = policy.tokenizer
+    row = sim_rows[3]
+    instruction = "Find pizzerias near me"  # "pizzerias" splits into three pieces
+    pooled = encode_scoring_step(tokenizer, instruction, row["observation_text"], pool_words=True)
+    pieces = encode_scoring_step(tokenizer, instruction, row["observation_text"])
+    assert pooled.input_ids == pieces.input_ids and pooled.candidates == pieces.candidates
+    assert pooled.word_of is not None and pooled.positions < len(pieces.input_ids)
+    words = [tokenizer.decode(ids).replace(" ", "") for ids in _words(pooled)]
+    assert words[3] == "pizzerias" and len(_words(pooled)[3]) == 3  # one position, three pieces
+    assert pooled.instruction_end == 5  # task : find pizzerias near me
+    assert all(len(ids) == 1 for i, ids in enumerate(_words(pooled)) if i != 3)  # the rest: one piece each
+    for candidate, (start, end) in zip(pooled.candidates, pooled.spans, strict=True):
+        piece_start, piece_end = pieces.spans[pooled.candidates.index(candidate)]
+        assert start == pooled.word_of[piece_start] and end == pooled.word_of[piece_end - 1] + 1
+    assert policy.encode(instruction, row["observation_text"]) == pooled
+
+
+def _words(step) -> list[list[int]]:
+    out: list[list[int]] = [[] for _ in range(step.positions)]
+    for token, word in zip(step.input_ids, step.word_of, strict=True):
+        out[word].append(token)
+    return out
+
+
+def test_one_piece_words_score_exactly_as_without_pooling_and_split_words_do_not(encoder_dir, sim_rows):
+    pooled = Policy.create(_config(encoder_dir, pool_words=True)).eval()
+    plain = Policy.create(_config(encoder_dir))
+    plain.load_state_dict(pooled.state_dict())
+    plain.eval()
+    steps = [StepInput(r["instruction"], r["observation_text"], r["action"]) for r in sim_rows[:10]]
+    assert all(pooled.encode(s.instruction, s.observation_text).positions ==
+               len(pooled.encode(s.instruction, s.observation_text).input_ids) for s in steps)  # fmt: skip
+    with torch.no_grad():
+        a, b = pooled.evaluate_steps(steps), plain.evaluate_steps(steps)
+    for name in ("logp", "entropy", "values", "traj_logits"):
+        assert torch.allclose(a[name], b[name], atol=1e-5), name
+    split = [dataclasses.replace(steps[0], instruction="Find pizzerias near me")]
+    with torch.no_grad():
+        assert not torch.allclose(
+            pooled.evaluate_steps(split)["values"], plain.evaluate_steps(split)["values"]
+        )
+
+
+def test_a_pooled_version_round_trips_learns_and_never_shares_a_hash(tmp_path, encoder_dir, episode_rows):
+    from distrl_core.learner import Learner, LearnerConfig
+
+    policy = Policy.create(_config(encoder_dir, pool_words=True))
+    Learner(policy, LearnerConfig(seed=0, critic_warmup_updates=0)).update(StepBatch.from_rows(episode_rows))
+    save_policy(policy, tmp_path / "v1")
+    loaded = load_policy(tmp_path / "v1", device="cpu")
+    batch = StepBatch.from_rows(episode_rows)
+    assert loaded.config.subwords is not None and loaded.config.subwords.pool_words
+    assert torch.equal(policy.evaluate(batch).logp, loaded.evaluate(batch).logp)
+    assert loaded.base.hash == policy.base.hash != Policy.create(_config(encoder_dir)).base.hash
+
+
+def test_pooling_refuses_what_reads_word_pieces(encoder_dir):
+    with pytest.raises(ValueError, match="pool_words"):
+        SubwordSettings(source=str(encoder_dir), pool_words=True, semantic_match=True).validate()
+    with pytest.raises(ValueError, match="critic"):
+        PolicyConfig(
+            device="cpu", critic="separate", subwords=SubwordSettings(str(encoder_dir), pool_words=True)
+        )
