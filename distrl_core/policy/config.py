@@ -30,6 +30,7 @@ SUBWORD_BASES = dict.fromkeys(
     (
         "tiny-minilm",
         "tiny-minilm-words",
+        "tiny-minilm-words-norm",
         "tiny-minilm-sem",
         "tiny-minilm-ctx",
         "tiny-minilm-ctx-seg",
@@ -37,7 +38,8 @@ SUBWORD_BASES = dict.fromkeys(
     ),
     "minilm",
 )
-WORD_POOLING_BASES = frozenset({"tiny-minilm-words"})  # SubwordSettings.pool_words on
+# SubwordSettings.pool_words on, and with pooled_norm for the "-norm" base
+WORD_POOLING_BASES = frozenset({"tiny-minilm-words", "tiny-minilm-words-norm"})
 # The sub-word bases that also read the semantic match feature (SubwordSettings.semantic_match).
 SEMANTIC_MATCH_BASES = frozenset({"tiny-minilm-sem"})
 # The sub-word bases that also read the encoder's contextual states (SubwordSettings.context_states),
@@ -192,6 +194,9 @@ class SubwordSettings:
       attention's cost grows with the square of the positions. An unseen word keeps its pieces'
       pretrained meaning (their mean). False (the default): one position per piece, bit for bit as
       before; base "tiny-minilm-words" turns it on.
+    - ``pooled_norm``: a pooled word's mean times the square root of its piece count, so a word of
+      k pieces (whose mean shrinks about as 1/sqrt(k): the pieces point different ways) keeps one
+      piece's scale beside the match flags; base "tiny-minilm-words-norm".
     """
 
     source: str
@@ -202,8 +207,11 @@ class SubwordSettings:
     context_dropout: str = "token"
     context_scale: float = 1.0
     pool_words: bool = False
+    pooled_norm: bool = False
 
     def validate(self) -> None:
+        if self.pooled_norm and not self.pool_words:
+            raise ValueError("SubwordSettings.pooled_norm scales pooled words: set pool_words=True too")
         if self.pool_words and (self.semantic_match or self.context_states):
             raise ValueError(
                 "SubwordSettings.pool_words reads one position per word; the semantic match feature and the "
@@ -426,6 +434,7 @@ def policy_config_for(
         flags = {"semantic_match": semantic, "context_states": context is not None}
         scale = CONTEXT_SCALES.get(base.lower(), 1.0)
         flags["pool_words"] = base.lower() in WORD_POOLING_BASES
+        flags["pooled_norm"] = base.lower().endswith("-norm")
         subwords = SubwordSettings(source, context_dropout=context or "token", context_scale=scale, **flags)
         return PolicyConfig(device=device, seed=seed, tiny=tiny, vocabulary=vocabulary, subwords=subwords)
     base = resolve_base(base)

@@ -134,7 +134,8 @@ def _hidden_states(
         scale = parts.config.subwords.context_scale if parts.config.subwords is not None else 1.0
         inputs = inputs + scale * parts.heads.context(context.to(inputs.dtype))
     if word_of is not None:
-        inputs = pool_by_word(inputs, word_of, attention.shape[1])
+        norm = parts.config.subwords is not None and parts.config.subwords.pooled_norm
+        inputs = pool_by_word(inputs, word_of, attention.shape[1], norm=norm)
     if parts.config.subwords is not None:
         # The decoder body alone (its last state equals the full model's, bit for bit): scores never
         # read the LM head, whose 30,522 sub-word rows cost ~2 GFLOP per update, more than the layers.
@@ -152,13 +153,16 @@ def pool_by_word(
     inputs: torch.Tensor,  # (N, L, D) per token
     word_of: torch.Tensor,  # (N, L) each token's word in [0, W); W at padding (dropped)
     words: int,  # W
+    *,
+    norm: bool = False,  # the mean times sqrt(the word's token count)
 ) -> torch.Tensor:  # (N, W, D): each word the mean of its tokens' rows, zero where a row has no word
     n, _, d = inputs.shape
     sums = inputs.new_zeros(n, words + 1, d).scatter_add_(1, word_of[..., None].expand(-1, -1, d), inputs)
     counts = inputs.new_zeros(n, words + 1).scatter_add_(
         1, word_of, torch.ones_like(word_of, dtype=inputs.dtype)
     )
-    return sums[:, :words] / counts[:, :words, None].clamp(min=1)
+    counts = counts[:, :words, None].clamp(min=1)  # (N, W, 1)
+    return sums[:, :words] / (counts.sqrt() if norm else counts)
 
 
 def whole_words(drop: torch.Tensor, word_of: torch.Tensor) -> torch.Tensor:

@@ -43,6 +43,8 @@ def test_pooling_is_the_mean_of_each_words_tokens_as_a_loop_computes_it():
             members = [t for t in range(7) if int(word_of[row, t]) == word]
             expected = torch.stack([inputs[row, t] for t in members]).mean(0) if members else torch.zeros(3)
             assert torch.allclose(pooled[row, word], expected, atol=1e-6), (row, word)
+            scaled = scoring.pool_by_word(inputs, word_of, 4, norm=True)[row, word]
+            assert torch.allclose(scaled, expected * max(len(members), 1) ** 0.5, atol=1e-6), (row, word)
 
 
 def test_word_dropout_takes_each_word_whole_by_its_first_tokens_draw():
@@ -111,6 +113,21 @@ def test_a_pooled_version_round_trips_learns_and_never_shares_a_hash(tmp_path, e
     assert loaded.config.subwords is not None and loaded.config.subwords.pool_words
     assert torch.equal(policy.evaluate(batch).logp, loaded.evaluate(batch).logp)
     assert loaded.base.hash == policy.base.hash != Policy.create(_config(encoder_dir)).base.hash
+
+
+def test_the_norm_base_scales_pooled_words_and_needs_pooling(encoder_dir, monkeypatch):
+    from distrl_core.policy import pretrained
+    from distrl_core.policy.config import policy_config_for
+
+    SubwordSettings(str(encoder_dir), pool_words=True, pooled_norm=True).validate()
+    with pytest.raises(ValueError, match="pool_words=True"):
+        SubwordSettings(str(encoder_dir), pooled_norm=True).validate()
+    prepared = pretrained.ConvertedModel(encoder_dir, encoder_dir, False, 0)
+    monkeypatch.setitem(pretrained.PACKAGED_BASES, "minilm", lambda: prepared)  # the packaged MiniLM
+    norm = policy_config_for("tiny-minilm-words-norm", 1).subwords
+    words = policy_config_for("tiny-minilm-words", 1).subwords
+    assert norm is not None and norm.pool_words and norm.pooled_norm
+    assert words is not None and words.pool_words and not words.pooled_norm
 
 
 def test_pooling_refuses_what_reads_word_pieces(encoder_dir):
