@@ -130,7 +130,13 @@ def test_the_norm_base_scales_pooled_words_and_needs_pooling(encoder_dir, monkey
     assert words is not None and words.pool_words and not words.pooled_norm
 
 
-def test_pooling_refuses_what_reads_word_pieces(encoder_dir):
+def test_pooling_refuses_what_reads_word_pieces(encoder_dir, sim_rows):
+    from distrl_core.policy.distill import instruction_states
+
+    policy = Policy.create(_config(encoder_dir, pool_words=True))
+    step = policy.encode(sim_rows[0]["instruction"], sim_rows[0]["observation_text"])
+    with pytest.raises(ValueError, match="distill_weight"):
+        instruction_states(policy.parts(), [step])
     with pytest.raises(ValueError, match="pool_words"):
         SubwordSettings(source=str(encoder_dir), pool_words=True, semantic_match=True).validate()
     with pytest.raises(ValueError, match="critic"):
