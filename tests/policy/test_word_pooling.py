@@ -11,18 +11,10 @@ import torch
 
 from distrl_core.learner.batch import StepBatch
 from distrl_core.policy import Policy, PolicyConfig, load_policy, save_policy, scoring
-from distrl_core.policy.config import SubwordSettings, TinyModelConfig
+from distrl_core.policy.config import SubwordSettings
 from distrl_core.policy.prompt import encode_scoring_step
-from distrl_core.policy.types import StepInput
-from tests.policy.subword_encoder import write_small_encoder
-
-SMALL_TINY = TinyModelConfig(hidden_size=16, num_heads=2, intermediate_size=32)
-
-
-def _config(folder, **subwords) -> PolicyConfig:
-    return PolicyConfig(
-        device="cpu", tiny=SMALL_TINY, subwords=SubwordSettings(source=str(folder), **subwords)
-    )
+from tests.policy.subword_encoder import small_subword_config as _config
+from tests.policy.subword_encoder import steps_of, write_small_encoder
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +80,7 @@ def test_one_piece_words_score_exactly_as_without_pooling_and_split_words_do_not
     plain = Policy.create(_config(encoder_dir))
     plain.load_state_dict(pooled.state_dict())
     plain.eval()
-    steps = [StepInput(r["instruction"], r["observation_text"], r["action"]) for r in sim_rows[:10]]
+    steps = steps_of(sim_rows, 10)
     assert all(pooled.encode(s.instruction, s.observation_text).positions ==
                len(pooled.encode(s.instruction, s.observation_text).input_ids) for s in steps)  # fmt: skip
     with torch.no_grad():
