@@ -1,0 +1,92 @@
+"""The settings of the tiny model on a pretrained encoder's sub-words (``PolicyConfig.subwords``),
+apart from ``policy.config`` so that each module stays readable; ``policy.config`` re-exports it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["CONTEXT_DROPOUTS", "SubwordSettings"]
+
+CONTEXT_DROPOUTS = ("token", "segment")
+
+
+@dataclass
+class SubwordSettings:
+    """The tiny default reading a pretrained encoder's WordPiece sub-words (see ``policy.subwords``):
+    its tokenizer is the encoder's, and its embedding table is the encoder's word-piece embeddings
+    projected onto their top ``TinyModelConfig.hidden_size`` principal axes, so an unseen word is
+    split into known sub-words with a pretrained meaning instead of becoming [UNK]. Nothing else of
+    the encoder is used: an update costs what the tiny model's does.
+
+    - ``source``: the encoder's folder (a Hugging Face BERT-style folder with a WordPiece tokenizer
+      and ``embeddings.word_embeddings.weight``; ``policy_config_for("tiny-minilm")`` fills in the
+      packaged all-MiniLM-L6-v2's).
+    - ``std``: the projected table is scaled to this standard deviation over all its entries: the
+      tiny model's own initialiser (Llama's ``initializer_range``), so its layers and the match
+      features start from inputs of the scale they were tuned with. One factor for the whole table
+      keeps the pretrained geometry (distances, nearest sub-words) up to scale.
+    - ``train_embeddings``: whether the table is trained. False (the default): Adam moves every
+      trained entry by about the learning rate per step whatever its gradient (~0.3 in 300 warm-start
+      updates at 1e-3, against entries of ~0.02), so the sub-words of the training tasks would leave
+      the pretrained space while the sub-words never trained on stay in it, and an unseen word would
+      no longer sit near its seen synonyms. Frozen, it also adds nothing to an update.
+    - ``semantic_match``: also feed the frozen encoder's judgement of which screen element the
+      instruction means (``policy.semantic_match``): each element's cosine similarity to the
+      instruction under the whole encoder (mean-pooled sentence embeddings, computed once per
+      distinct text and cached), as a learned embedding per similarity bin added to its tokens'
+      inputs, beside the exact-match flags. Grounds paraphrases that share no word with the label
+      ("check my email" for Gmail). False (the default): the policy is bit for bit what it was
+      without it; base "tiny-minilm-sem" turns it on.
+    - ``context_states``: also add a trained map (zero at first) of the frozen encoder's
+      contextual token states to the inputs (``policy.context_states``: its trunk reads each prompt
+      segment alone, cached per text), so a word arrives as read in its phrase. False (the default):
+      bit for bit as before; bases "tiny-minilm-ctx" and "tiny-minilm-ctx-seg" turn it on.
+    - ``context_dropout``: what a word dropped in training takes with it: "token" its own state;
+      "segment" its whole segment's states, whose other tokens' states name it too.
+    - ``context_scale``: the projected states are multiplied by this before they are added. Adam
+      moves every weight by about its learning rate per step whatever the gradient's size, so at
+      1 the states outgrew the static embedding tenfold in a 300-update warm start and swamped
+      the match flags; 0.1 (base "tiny-minilm-ctx-small") keeps them at its scale.
+    - ``pool_words``: the model reads one position per word (the mean of its word pieces' inputs)
+      instead of one per piece: SimDroid's prompts split into ~25 % more pieces than words, and
+      attention's cost grows with the square of the positions. An unseen word keeps its pieces'
+      pretrained meaning (their mean). False (the default): one position per piece, bit for bit as
+      before; base "tiny-minilm-words" turns it on.
+    - ``pooled_norm``: a pooled word's mean times the square root of its piece count, so a word of
+      k pieces (whose mean shrinks about as 1/sqrt(k): the pieces point different ways) keeps one
+      piece's scale beside the match flags; base "tiny-minilm-words-norm".
+    """
+
+    source: str
+    std: float = 0.02
+    train_embeddings: bool = False
+    semantic_match: bool = False
+    context_states: bool = False
+    context_dropout: str = "token"
+    context_scale: float = 1.0
+    pool_words: bool = False
+    pooled_norm: bool = False
+
+    def validate(self) -> None:
+        if self.pooled_norm and not self.pool_words:
+            raise ValueError("SubwordSettings.pooled_norm scales pooled words: set pool_words=True too")
+        if self.pool_words and (self.semantic_match or self.context_states):
+            raise ValueError(
+                "SubwordSettings.pool_words reads one position per word; the semantic match feature and the "
+                "contextual states are placed per word piece: turn pool_words off, or both of them"
+            )
+        if not self.source:
+            raise ValueError(
+                "SubwordSettings.source must name an encoder folder (e.g. the one `distrl pretrained` "
+                "prepares, .distrl/models/all-minilm-l6-v2); policy_config_for('tiny-minilm') fills it in"
+            )
+        if self.context_dropout not in CONTEXT_DROPOUTS:
+            raise ValueError(f"SubwordSettings.context_dropout must be one of {CONTEXT_DROPOUTS}")
+        if not self.context_scale > 0:
+            raise ValueError(
+                f"SubwordSettings.context_scale must be > 0 (e.g. 1 or 0.1), got {self.context_scale}"
+            )
+        if not self.std > 0:
+            raise ValueError(
+                f"SubwordSettings.std must be > 0 (e.g. 0.02, the tiny initialiser's), got {self.std}"
+            )
