@@ -40,8 +40,8 @@ SUBWORD_BASES = dict.fromkeys(
     ),
     "minilm",
 )
-# SubwordSettings.pool_words on, and with pooled_norm for the "-norm" base
-WORD_POOLING_BASES = frozenset({"tiny-minilm-words", "tiny-minilm-words-norm"})
+# The sub-word bases that read one position per word (SubwordSettings.pool_words) -> pooled_norm.
+WORD_POOLING_BASES = {"tiny-minilm-words": False, "tiny-minilm-words-norm": True}
 # The sub-word bases that also read the semantic match feature (SubwordSettings.semantic_match).
 SEMANTIC_MATCH_BASES = frozenset({"tiny-minilm-sem"})
 # The sub-word bases that also read the encoder's contextual states (SubwordSettings.context_states),
@@ -353,7 +353,7 @@ def policy_config_for(
         flags = {"semantic_match": semantic, "context_states": context is not None}
         scale = CONTEXT_SCALES.get(base.lower(), 1.0)
         flags["pool_words"] = base.lower() in WORD_POOLING_BASES
-        flags["pooled_norm"] = base.lower().endswith("-norm")
+        flags["pooled_norm"] = WORD_POOLING_BASES.get(base.lower(), False)
         subwords = SubwordSettings(source, context_dropout=context or "token", context_scale=scale, **flags)
         return PolicyConfig(device=device, seed=seed, tiny=tiny, vocabulary=vocabulary, subwords=subwords)
     base = resolve_base(base)

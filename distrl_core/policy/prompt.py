@@ -157,12 +157,6 @@ def encode_scoring_step(
     ids: list[int] = encoding["input_ids"]
     offsets: list[tuple[int, int]] = [tuple(o) for o in encoding["offset_mapping"]]
     word_of = _word_positions(encoding.word_ids()) if pool_words else None
-    positions = len(ids) if word_of is None else (word_of[-1] + 1 if word_of else 0)
-    if max_tokens is not None and positions > max_tokens:
-        raise ValueError(
-            f"the scoring prompt has {positions} positions, more than the model's {max_tokens}; "
-            "raise TinyModelConfig.max_positions (or use a base with a longer context)"
-        )
     instruction_chars = char_spans[0][1]
     flags = match_flags(text, offsets, instruction, instruction_chars)
     token_spans: list[tuple[int, int]] = [(0, 0)] * len(candidates)
@@ -186,7 +180,7 @@ def encode_scoring_step(
     if word_of is not None:
         token_spans = [(word_of[first], word_of[last - 1] + 1) for first, last in token_spans]
         instruction_end = word_of[instruction_end]
-    return EncodedStep(
+    step = EncodedStep(
         tuple(ids),
         tuple(flags),
         tuple(token_spans),
@@ -196,6 +190,12 @@ def encode_scoring_step(
         segments=placed,
         word_of=None if word_of is None else tuple(word_of),
     )
+    if max_tokens is not None and step.positions > max_tokens:
+        raise ValueError(
+            f"the scoring prompt has {step.positions} positions, more than the model's {max_tokens}; "
+            "raise TinyModelConfig.max_positions (or use a base with a longer context)"
+        )
+    return step
 
 
 def _word_positions(word_ids: Sequence[int | None]) -> list[int]:
