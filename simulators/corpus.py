@@ -11,8 +11,9 @@ import argparse
 
 from distrl_core.policy.candidates import build_candidates
 from distrl_core.policy.tokenizer import split_words
-from distrl_core.policy.vocabulary import CORPUS_SPLITS, VOCABULARY_DIR, vocabulary_path
+from distrl_core.policy.vocabulary import APP_LABELS_PATH, CORPUS_SPLITS, VOCABULARY_DIR, vocabulary_path
 from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
+from simulators.simdroid.catalog import APPS
 from simulators.simdroid.device import SimDroidConfig
 from simulators.simdroid.expert import expert_action
 from simulators.simdroid.tasks import load_tasks
@@ -54,9 +55,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help=f"rewrite the files in {VOCABULARY_DIR}")
     args = parser.parse_args(argv)
-    for split in CORPUS_SPLITS:
-        text = "\n".join(corpus_words(split)) + "\n"
-        path = vocabulary_path(split)
+    files = {vocabulary_path(split): "\n".join(corpus_words(split)) + "\n" for split in CORPUS_SPLITS}
+    files[APP_LABELS_PATH] = "\n".join(app.name for app in APPS) + "\n"
+    for path, text in files.items():
         if args.write:
             path.write_text(text, encoding="utf-8")
         state = "same" if path.is_file() and path.read_text(encoding="utf-8") == text else "differs"

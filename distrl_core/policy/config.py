@@ -34,6 +34,8 @@ SUBWORD_BASES = dict.fromkeys(
         "tiny-minilm-words",
         "tiny-minilm-words-norm",
         "tiny-minilm-sem",
+        "tiny-minilm-apps",
+        "tiny-minilm-apps-prior",
         "tiny-minilm-ctx",
         "tiny-minilm-ctx-seg",
         "tiny-minilm-ctx-small",
@@ -43,7 +45,9 @@ SUBWORD_BASES = dict.fromkeys(
 # The sub-word bases that read one position per word (SubwordSettings.pool_words) -> pooled_norm.
 WORD_POOLING_BASES = {"tiny-minilm-words": False, "tiny-minilm-words-norm": True}
 # The sub-word bases that also read the semantic match feature (SubwordSettings.semantic_match).
-SEMANTIC_MATCH_BASES = frozenset({"tiny-minilm-sem"})
+SEMANTIC_MATCH_BASES = frozenset({"tiny-minilm-sem", "tiny-minilm-apps", "tiny-minilm-apps-prior"})
+# ... of them, those whose feature scores SimDroid's app icons alone (SubwordSettings.semantic_labels).
+APP_SCOPED_BASES = frozenset({"tiny-minilm-apps", "tiny-minilm-apps-prior"})
 # The sub-word bases that also read the encoder's contextual states (SubwordSettings.context_states),
 # and how a dropped word takes them away (SubwordSettings.context_dropout).
 CONTEXT_STATE_BASES = {
@@ -322,7 +326,7 @@ def policy_config_for(
     the packaged all-MiniLM-L6-v2), the tiny model on that encoder's sub-words and projected word-piece
     embeddings ("tiny-minilm": ``SubwordSettings``; "tiny-minilm-words": one position per word;
     "tiny-minilm-sem": the same with its semantic match
-    feature; "tiny-minilm-ctx": the same reading the encoder's contextual token states), a causal LM
+    feature; "tiny-minilm-apps": that feature on SimDroid's app icons alone; "tiny-minilm-ctx": the same reading the encoder's contextual token states), a causal LM
     adapted with LoRA ("smollm2" names the packaged SmolLM2), or a vision-language model (a folder whose config has a ``vision_config``:
     generative, reading the screenshot, LoRA on its text decoder); ``seed`` also seeds the sampler.
     A pretrained base brings its own tokenizer.
@@ -339,6 +343,7 @@ def policy_config_for(
             )
         return PolicyConfig(device=device, seed=seed, tiny=TinyModelConfig(seed=seed), vocabulary=vocabulary)
     from distrl_core.policy.pretrained import is_encoder_folder, is_vision_folder, resolve_base
+    from distrl_core.policy.vocabulary import app_labels
 
     if base.lower() in SUBWORD_BASES:
         if encoder_options:
@@ -354,7 +359,11 @@ def policy_config_for(
         scale = CONTEXT_SCALES.get(base.lower(), 1.0)
         flags["pool_words"] = base.lower() in WORD_POOLING_BASES
         flags["pooled_norm"] = WORD_POOLING_BASES.get(base.lower(), False)
-        subwords = SubwordSettings(source, context_dropout=context or "token", context_scale=scale, **flags)
+        flags["semantic_prior"] = base.lower() == "tiny-minilm-apps-prior"
+        labels = app_labels() if base.lower() in APP_SCOPED_BASES else ()
+        subwords = SubwordSettings(
+            source, context_dropout=context or "token", context_scale=scale, semantic_labels=labels, **flags
+        )
         return PolicyConfig(device=device, seed=seed, tiny=tiny, vocabulary=vocabulary, subwords=subwords)
     base = resolve_base(base)
     if is_encoder_folder(base):

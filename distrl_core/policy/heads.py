@@ -53,6 +53,8 @@ class PolicyHeads(nn.Module):
     ``trajectory``: MLP on the instruction's last hidden state -> logit P(success | instruction).
     ``semantic`` (+ ``critic_semantic``): embedding of the semantic-match index
     (``policy.semantic_match``) added like ``match``, or None without that feature.
+    ``semantic_prior``: one learned score per semantic-match index, added to the score of a
+    candidate whose span starts on a token of that index (``SubwordSettings.semantic_prior``).
     ``context``: linear map (E -> D, no bias, zero at first) of the encoder's contextual token
     states (``policy.context_states``) added to the actor's inputs, or None without them (a
     separate critic's encoder reads the static inputs only).
@@ -66,6 +68,7 @@ class PolicyHeads(nn.Module):
         critic_encoder: nn.Module | None = None,
         semantic_match: bool = False,
         context_width: int | None = None,
+        semantic_prior: bool = False,
     ) -> None:
         super().__init__()
         self.match = _match_embedding(hidden_size) if match_features else None
@@ -84,11 +87,17 @@ class PolicyHeads(nn.Module):
         if critic_encoder is not None and semantic_match:
             self.critic_semantic = _semantic_embedding(critic_size)
         self.context = None if context_width is None else _context_projection(context_width, hidden_size)
+        # One learned score per semantic-match index, added to a candidate's score (zero at first).
+        self.semantic_prior = None
+        if semantic_prior:
+            self.semantic_prior = nn.Embedding(INDICES, 1, padding_idx=NEUTRAL)
+            nn.init.zeros_(self.semantic_prior.weight)
 
     def actor_parameters(self) -> list[nn.Parameter]:
         params = list(self.score.parameters())
         params += list(self.match.parameters()) if self.match is not None else []
         params += list(self.context.parameters()) if self.context is not None else []
+        params += list(self.semantic_prior.parameters()) if self.semantic_prior is not None else []
         return params + (list(self.semantic.parameters()) if self.semantic is not None else [])
 
     def critic_parameters(self) -> list[nn.Parameter]:

@@ -104,6 +104,9 @@ def build_heads(config: PolicyConfig, model: nn.Module, tokenizer: Any) -> Polic
             critic_encoder=critic_encoder,
             semantic_match=_reads_semantic_match(config),
             context_width=_context_width(config),
+            semantic_prior=_reads_semantic_match(config)
+            and config.subwords is not None
+            and config.subwords.semantic_prior,
         )
 
 
@@ -300,7 +303,10 @@ class Policy:
         # From the prompt's own elements: a function of (instruction, ui_text, history) alone, which
         # a stored step holds, so the learner re-scoring it reads what the collector read.
         assert self.config.subwords is not None  # _reads_semantic_match
-        semantic = step_semantic(self.config.subwords.source, instruction, step.elements, len(step.input_ids))
+        subwords = self.config.subwords
+        semantic = step_semantic(
+            subwords.source, instruction, step.elements, len(step.input_ids), subwords.semantic_labels
+        )
         return dataclasses.replace(step, semantic=semantic)
 
     def encode(self, instruction: str, ui_text: str, history: Sequence[str] = ()) -> EncodedStep:

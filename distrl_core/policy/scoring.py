@@ -308,7 +308,11 @@ def _score_padded(parts: ActingParts, encoded: Sequence[EncodedStep]) -> ScoredS
         torch.arange(width, device=device)[None, :]
         < torch.tensor([len(e.spans) for e in encoded], device=device)[:, None]
     )
-    scores = parts.heads.candidate_scores(hidden, starts, ends) / parts.config.temperature
+    scores = parts.heads.candidate_scores(hidden, starts, ends)  # (N, K)
+    if parts.heads.semantic_prior is not None and semantic is not None:
+        # The index of a candidate's first token: its element's (NEUTRAL outside the elements).
+        scores = scores + parts.heads.semantic_prior(semantic.gather(1, starts)).squeeze(-1)
+    scores = scores / parts.config.temperature
 
     rows = torch.arange(len(encoded), device=device)
     critic_hidden = parts.heads.critic_states(ids, flags, attention, hidden, parts.config.critic, semantic)

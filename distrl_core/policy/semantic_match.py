@@ -51,10 +51,12 @@ __all__ = [
     "BIN_EDGES",
     "CACHE_ENTRIES",
     "INDICES",
+    "LISTED_LABELS_MIN",
     "NEUTRAL",
     "EmbeddingCache",
     "cosine_similarities",
     "embedding_cache",
+    "scoped_indices",
     "semantic_indices",
     "similarity_indices",
     "step_semantic",
@@ -66,6 +68,11 @@ BINS = len(BIN_EDGES) + 1
 NEUTRAL = 0  # a token outside any element (and padding): the embedding's zero, untrained row
 # Index of an element's token: 1 + its bin, plus BINS when it is the most similar element on screen.
 INDICES = 1 + 2 * BINS
+# With a scope (``SubwordSettings.semantic_labels``), a screen is scored only when it shows at least
+# this many of its labels: a launcher page or an app list. An app's own screens show its name (the
+# Clock app's title and tab read "Clock"), and marking that as what an alarm instruction means
+# would send the policy to it instead of "Add alarm", the failure the unscoped feature had.
+LISTED_LABELS_MIN = 3
 # Texts kept per process: 65,536 x 384 float32 (all-MiniLM-L6-v2's width) = ~100 MB at most. The
 # launcher, settings and shop screens show a few hundred distinct labels and a run sees a few
 # thousand distinct instructions, so a run never evicts in practice; the bound keeps a long-lived
@@ -92,6 +99,24 @@ def similarity_indices(similarities: torch.Tensor) -> torch.Tensor:
     bins = torch.bucketize(similarities, edges, right=True)  # (K,) in [0, BINS)
     best = similarities == similarities.max()  # (K,)
     return 1 + bins + BINS * best.long()
+
+
+def scoped_indices(
+    element_labels: Sequence[str], scope: Sequence[str], similarities: torch.Tensor
+) -> torch.Tensor:
+    """Feature index of each element (K,) when only the labels of ``scope`` (S of them, with their
+    similarities to the instruction, (S,)) are scored: an element whose label is one of them (case
+    aside) gets 1 + its bin, plus ``BINS`` when its label is the most similar of the whole scope
+    (on the screen or not); every other element NEUTRAL. A screen showing fewer than
+    ``LISTED_LABELS_MIN`` distinct labels of the scope is all NEUTRAL."""
+    folded = {label.casefold() for label in scope}
+    if len(folded & {label.casefold() for label in element_labels}) < LISTED_LABELS_MIN:
+        return torch.full((len(element_labels),), NEUTRAL, dtype=torch.long)
+    indices = similarity_indices(similarities).tolist()  # (S,): the bins and the scope's best
+    index_of = {label.casefold(): index for label, index in zip(scope, indices, strict=True)}
+    return torch.tensor(
+        [index_of.get(label.casefold(), NEUTRAL) for label in element_labels], dtype=torch.long
+    )
 
 
 def semantic_indices(length: int, spans: Sequence[tuple[int, int]], indices: torch.Tensor) -> tuple[int, ...]:
@@ -187,14 +212,24 @@ def embedding_cache() -> EmbeddingCache:
 
 
 def step_semantic(
-    source: str, instruction: str, elements: Sequence[tuple[int, int, str]], length: int
+    source: str,
+    instruction: str,
+    elements: Sequence[tuple[int, int, str]],
+    length: int,
+    scope: Sequence[str] = (),
 ) -> tuple[int, ...]:
     """The semantic indices (one per token, ``length`` of them) of a prompt whose screen elements are
-    ``elements`` ((first, end, label), ``EncodedStep.elements``), under the encoder at ``source``."""
+    ``elements`` ((first, end, label), ``EncodedStep.elements``), under the encoder at ``source``.
+    With a ``scope`` (``SubwordSettings.semantic_labels``) only elements labelled as one of its
+    texts are scored, and "most similar" is among the whole scope."""
     if not elements:
         return (NEUTRAL,) * length
     labels = [label for _, _, label in elements]
+    spans = [(first, end) for first, end, _ in elements]
+    if scope:
+        vectors = embedding_cache().embed(source, [instruction, *scope])  # (1 + S, E)
+        similarities = cosine_similarities(vectors[0], vectors[1:])  # (S,)
+        return semantic_indices(length, spans, scoped_indices(labels, scope, similarities))
     vectors = embedding_cache().embed(source, [instruction, *labels])  # (1 + K, E)
     similarities = cosine_similarities(vectors[0], vectors[1:])  # (K,)
-    spans = [(first, end) for first, end, _ in elements]
     return semantic_indices(length, spans, similarity_indices(similarities))

@@ -37,6 +37,17 @@ class SubwordSettings:
       inputs, beside the exact-match flags. Grounds paraphrases that share no word with the label
       ("check my email" for Gmail). False (the default): the policy is bit for bit what it was
       without it; base "tiny-minilm-sem" turns it on.
+    - ``semantic_labels``: with ``semantic_match``, score only the elements labelled as one of these
+      texts (case aside), and mark as "most similar" the one whose label is the most similar of all
+      of them, on the screen or not: the device's app names, as its launcher shows them. Scored on
+      every screen, the similarity taught the policy to tap whatever is most like the instruction
+      (the existing "15:00 alarm" instead of "Add alarm"); limited to the apps it says which app an
+      instruction needs, and nothing else. Empty (the default): every element is scored. Base
+      "tiny-minilm-apps" sets SimDroid's app names (``vocabulary.app_labels``); for a real device,
+      its launcher's labels.
+    - ``semantic_prior``: with ``semantic_match``, also add one learned score per similarity index
+      (zero at first) straight to the score of the element's tap, a path from the feature to the
+      action that needs no reading of it by the layers.
     - ``context_states``: also add a trained map (zero at first) of the frozen encoder's
       contextual token states to the inputs (``policy.context_states``: its trunk reads each prompt
       segment alone, cached per text), so a word arrives as read in its phrase. False (the default):
@@ -66,8 +77,18 @@ class SubwordSettings:
     context_scale: float = 1.0
     pool_words: bool = False
     pooled_norm: bool = False
+    semantic_labels: tuple[str, ...] = ()
+    semantic_prior: bool = False
+
+    def __post_init__(self) -> None:
+        self.semantic_labels = tuple(self.semantic_labels)  # a saved config's JSON holds a list
 
     def validate(self) -> None:
+        if (self.semantic_labels or self.semantic_prior) and not self.semantic_match:
+            raise ValueError(
+                "SubwordSettings.semantic_labels and semantic_prior shape the semantic match feature: set "
+                "semantic_match=True too, or leave them out"
+            )
         if self.pooled_norm and not self.pool_words:
             raise ValueError("SubwordSettings.pooled_norm scales pooled words: set pool_words=True too")
         if self.pool_words and (self.semantic_match or self.context_states):

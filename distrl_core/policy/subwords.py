@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -188,7 +190,8 @@ def tiny_base_salt(config: PolicyConfig, tokenizer: Any) -> str:
     (not only the word-piece table the weights hold) then shapes the inputs: a version never loads
     onto another encoder's similarities or states (the trunk is not saved with a version). Without
     either the salt is what it always was, so earlier versions keep their hashes. Word pooling
-    (``SubwordSettings.pool_words``) adds its name: pooled and unpooled models never share a hash."""
+    (``SubwordSettings.pool_words``) adds its name: pooled and unpooled models never share a hash;
+    the semantic feature's scope (``SubwordSettings.semantic_labels``) its digest."""
     salt = repr(len(tokenizer))
     subwords = config.subwords
     if subwords is not None and (subwords.semantic_match or subwords.context_states):
@@ -197,4 +200,6 @@ def tiny_base_salt(config: PolicyConfig, tokenizer: Any) -> str:
         salt += f" context {identity}" if subwords.context_states else ""
     if subwords is not None and subwords.pool_words:  # the same weights read other inputs
         salt += " words"
+    if subwords is not None and subwords.semantic_labels:  # the feature's scope shapes the inputs
+        salt += f" scope {hashlib.sha256(json.dumps(subwords.semantic_labels).encode()).hexdigest()[:16]}"
     return salt

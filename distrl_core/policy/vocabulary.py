@@ -10,12 +10,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["CORPUS_SPLITS", "VOCABULARY_DIR", "vocabulary_path", "vocabulary_words"]
+__all__ = [
+    "APP_LABELS_PATH",
+    "CORPUS_SPLITS",
+    "VOCABULARY_DIR",
+    "app_labels",
+    "vocabulary_path",
+    "vocabulary_words",
+]
 
 VOCABULARY_DIR = Path(__file__).resolve().parent / "vocabulary"
 # "fit", "fit_words", "fit_unseen": the train split less its validation tasks (validation_split,
 # with words=True, unseen_split)
 CORPUS_SPLITS = ("train", "test", "fit", "fit_words", "fit_unseen")
+# SimDroid's installed apps, one name a line as its launcher labels them: the scope of the semantic
+# match feature of base "tiny-minilm-apps" (``SubwordSettings.semantic_labels``).
+APP_LABELS_PATH = VOCABULARY_DIR / "app_labels.txt"
 
 
 def vocabulary_path(split: str) -> Path:
@@ -27,3 +37,8 @@ def vocabulary_path(split: str) -> Path:
 def vocabulary_words(split: str = "train") -> tuple[str, ...]:
     """The split's words, sorted, as ``python -m simulators.corpus --write`` wrote them."""
     return tuple(vocabulary_path(split).read_text(encoding="utf-8").split())
+
+
+def app_labels() -> tuple[str, ...]:
+    """SimDroid's app names in launcher order, as ``python -m simulators.corpus --write`` wrote them."""
+    return tuple(line for line in APP_LABELS_PATH.read_text(encoding="utf-8").splitlines() if line)
