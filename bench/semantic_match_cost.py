@@ -1,5 +1,5 @@
-"""What the semantic match feature (base "tiny-minilm-sem", ``policy.semantic_match``) costs against
-"tiny-minilm": process CPU seconds of a learner update on the same batch, and of acting on one step.
+"""What the semantic match feature (base "tiny-minilm-sem", or ``--candidate`` another base that reads
+it) costs against "tiny-minilm": process CPU seconds of a learner update on the same batch, and of acting on one step.
 
 The two learners update on the same batch (16 noisy-expert trajectories of General's train split,
 as ``bench.roofline``), their updates interleaved in blocks so that a shared machine's load falls on
@@ -10,7 +10,8 @@ encoder's pass over each distinct instruction and label once, then cached per pr
 step, cold (every cache emptied: the instruction and each label of the screen encoded), warm (the
 same step again), and a seen screen under a new instruction (one encoder pass). One torch thread.
 
-    python -m bench.semantic_match_cost [--updates 30] [--out bench/results/semantic_match_cost.json]
+    python -m bench.semantic_match_cost [--updates 30] [--candidate tiny-minilm-apps]
+        [--out bench/results/semantic_match_cost.json]
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from bench._common import one_thread_cost_document, write_result
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-BASES = ("tiny-minilm", "tiny-minilm-sem")
+REFERENCE = "tiny-minilm"
+CANDIDATES = ("tiny-minilm-sem", "tiny-minilm-apps", "tiny-minilm-apps-prior")
 BLOCK = 5  # updates of one learner before the other's turn
 
 
@@ -52,8 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--updates", type=int, default=30, help="timed updates per base (default: %(default)s)"
     )
+    parser.add_argument(
+        "--candidate", choices=CANDIDATES, default=CANDIDATES[0], help="the base costed against tiny-minilm"
+    )
     parser.add_argument("--out", default="bench/results/semantic_match_cost.json")
     args = parser.parse_args(argv)
+    bases = (REFERENCE, args.candidate)
 
     import torch
     from transformers.utils import logging as hf_logging
@@ -78,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
 
     learners: dict[str, Any] = {}
     results: dict[str, dict[str, Any]] = {}
-    for base in BASES:
+    for base in bases:
         torch.manual_seed(0)
         policy = Policy.create(policy_config_for(base, 0, device="cpu"))
         learner = Learner(policy, LearnerConfig(seed=0, critic_warmup_updates=0))
@@ -102,10 +108,10 @@ def main(argv: list[str] | None = None) -> int:
             "update_cpu_s": [],
         }
     for _ in range(0, args.updates, BLOCK):
-        for base in BASES:
+        for base in bases:
             learner = learners[base]
             results[base]["update_cpu_s"] += [_cpu(lambda lr=learner: lr.update(batch)) for _ in range(BLOCK)]
-    for base in BASES:
+    for base in bases:
         times = results[base].pop("update_cpu_s")
         results[base] |= {
             "updates": len(times),
@@ -113,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             "update_cpu_s_mean": statistics.fmean(times),
         }
         print(base, json.dumps(results[base]), flush=True)
-    plain, semantic = (results[b] for b in BASES)
+    plain, semantic = (results[b] for b in bases)
     ratios = {
         "update_median": semantic["update_cpu_s_median"] / plain["update_cpu_s_median"],
         "update_mean": semantic["update_cpu_s_mean"] / plain["update_cpu_s_mean"],
@@ -123,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         "act_step_new_instruction": semantic["act_step_new_instruction_cpu_s"]
         / plain["act_step_new_instruction_cpu_s"],
     }
-    print("ratios (tiny-minilm-sem / tiny-minilm):", json.dumps(ratios), flush=True)
+    print(f"ratios ({args.candidate} / {REFERENCE}):", json.dumps(ratios), flush=True)
     payload = one_thread_cost_document("semantic_match_cost", len(rows), results=results, ratios=ratios)
     print(f"wrote {write_result(args.out, payload)}")
     return 0

@@ -36,6 +36,7 @@ SUBWORD_BASES = dict.fromkeys(
         "tiny-minilm-sem",
         "tiny-minilm-apps",
         "tiny-minilm-apps-prior",
+        "tiny-minilm-apps-margin",
         "tiny-minilm-ctx",
         "tiny-minilm-ctx-seg",
         "tiny-minilm-ctx-small",
@@ -45,9 +46,12 @@ SUBWORD_BASES = dict.fromkeys(
 # The sub-word bases that read one position per word (SubwordSettings.pool_words) -> pooled_norm.
 WORD_POOLING_BASES = {"tiny-minilm-words": False, "tiny-minilm-words-norm": True}
 # The sub-word bases that also read the semantic match feature (SubwordSettings.semantic_match).
-SEMANTIC_MATCH_BASES = frozenset({"tiny-minilm-sem", "tiny-minilm-apps", "tiny-minilm-apps-prior"})
+SEMANTIC_MATCH_BASES = frozenset(
+    {"tiny-minilm-sem", "tiny-minilm-apps", "tiny-minilm-apps-prior", "tiny-minilm-apps-margin"}
+)
 # ... of them, those whose feature scores SimDroid's app icons alone (SubwordSettings.semantic_labels).
-APP_SCOPED_BASES = frozenset({"tiny-minilm-apps", "tiny-minilm-apps-prior"})
+APP_SCOPED_BASES = frozenset({"tiny-minilm-apps", "tiny-minilm-apps-prior", "tiny-minilm-apps-margin"})
+APP_MARGINS = {"tiny-minilm-apps-margin": 0.05}  # SubwordSettings.semantic_margin of a base, else 0
 # The sub-word bases that also read the encoder's contextual states (SubwordSettings.context_states),
 # and how a dropped word takes them away (SubwordSettings.context_dropout).
 CONTEXT_STATE_BASES = {
@@ -360,9 +364,15 @@ def policy_config_for(
         flags["pool_words"] = base.lower() in WORD_POOLING_BASES
         flags["pooled_norm"] = WORD_POOLING_BASES.get(base.lower(), False)
         flags["semantic_prior"] = base.lower() == "tiny-minilm-apps-prior"
+        margin = APP_MARGINS.get(base.lower(), 0.0)
         labels = app_labels() if base.lower() in APP_SCOPED_BASES else ()
         subwords = SubwordSettings(
-            source, context_dropout=context or "token", context_scale=scale, semantic_labels=labels, **flags
+            source,
+            context_dropout=context or "token",
+            context_scale=scale,
+            semantic_labels=labels,
+            semantic_margin=margin,
+            **flags,
         )
         return PolicyConfig(device=device, seed=seed, tiny=tiny, vocabulary=vocabulary, subwords=subwords)
     base = resolve_base(base)

@@ -305,7 +305,12 @@ class Policy:
         assert self.config.subwords is not None  # _reads_semantic_match
         subwords = self.config.subwords
         semantic = step_semantic(
-            subwords.source, instruction, step.elements, len(step.input_ids), subwords.semantic_labels
+            subwords.source,
+            instruction,
+            step.elements,
+            len(step.input_ids),
+            subwords.semantic_labels,
+            subwords.semantic_margin,
         )
         return dataclasses.replace(step, semantic=semantic)
 

@@ -102,17 +102,24 @@ def similarity_indices(similarities: torch.Tensor) -> torch.Tensor:
 
 
 def scoped_indices(
-    element_labels: Sequence[str], scope: Sequence[str], similarities: torch.Tensor
+    element_labels: Sequence[str], scope: Sequence[str], similarities: torch.Tensor, margin: float = 0.0
 ) -> torch.Tensor:
     """Feature index of each element (K,) when only the labels of ``scope`` (S of them, with their
     similarities to the instruction, (S,)) are scored: an element whose label is one of them (case
     aside) gets 1 + its bin, plus ``BINS`` when its label is the most similar of the whole scope
     (on the screen or not); every other element NEUTRAL. A screen showing fewer than
-    ``LISTED_LABELS_MIN`` distinct labels of the scope is all NEUTRAL."""
+    ``LISTED_LABELS_MIN`` distinct labels of the scope is all NEUTRAL. With a ``margin``, the most
+    similar label is marked only when it leads the second by at least that much: a near tie (a
+    switch instruction, about as like "Phone" as "Settings") says nothing about which app."""
     folded = {label.casefold() for label in scope}
     if len(folded & {label.casefold() for label in element_labels}) < LISTED_LABELS_MIN:
         return torch.full((len(element_labels),), NEUTRAL, dtype=torch.long)
-    indices = similarity_indices(similarities).tolist()  # (S,): the bins and the scope's best
+    indices = similarity_indices(similarities)  # (S,): the bins and the scope's best
+    if margin > 0 and len(scope) > 1:
+        top = similarities.topk(2).values  # (2,)
+        if float(top[0] - top[1]) < margin:
+            indices = torch.where(indices > BINS, indices - BINS, indices)  # the bins alone
+    indices = indices.tolist()
     index_of = {label.casefold(): index for label, index in zip(scope, indices, strict=True)}
     return torch.tensor(
         [index_of.get(label.casefold(), NEUTRAL) for label in element_labels], dtype=torch.long
@@ -217,11 +224,13 @@ def step_semantic(
     elements: Sequence[tuple[int, int, str]],
     length: int,
     scope: Sequence[str] = (),
+    margin: float = 0.0,
 ) -> tuple[int, ...]:
     """The semantic indices (one per token, ``length`` of them) of a prompt whose screen elements are
     ``elements`` ((first, end, label), ``EncodedStep.elements``), under the encoder at ``source``.
     With a ``scope`` (``SubwordSettings.semantic_labels``) only elements labelled as one of its
-    texts are scored, and "most similar" is among the whole scope."""
+    texts are scored, and "most similar" is among the whole scope, marked only with a lead of
+    ``margin`` (``SubwordSettings.semantic_margin``)."""
     if not elements:
         return (NEUTRAL,) * length
     labels = [label for _, _, label in elements]
@@ -229,7 +238,7 @@ def step_semantic(
     if scope:
         vectors = embedding_cache().embed(source, [instruction, *scope])  # (1 + S, E)
         similarities = cosine_similarities(vectors[0], vectors[1:])  # (S,)
-        return semantic_indices(length, spans, scoped_indices(labels, scope, similarities))
+        return semantic_indices(length, spans, scoped_indices(labels, scope, similarities, margin))
     vectors = embedding_cache().embed(source, [instruction, *labels])  # (1 + K, E)
     similarities = cosine_similarities(vectors[0], vectors[1:])  # (K,)
     return semantic_indices(length, spans, similarity_indices(similarities))

@@ -201,5 +201,6 @@ def tiny_base_salt(config: PolicyConfig, tokenizer: Any) -> str:
     if subwords is not None and subwords.pool_words:  # the same weights read other inputs
         salt += " words"
     if subwords is not None and subwords.semantic_labels:  # the feature's scope shapes the inputs
-        salt += f" scope {hashlib.sha256(json.dumps(subwords.semantic_labels).encode()).hexdigest()[:16]}"
+        scope = json.dumps([subwords.semantic_labels, subwords.semantic_margin])
+        salt += f" scope {hashlib.sha256(scope.encode()).hexdigest()[:16]}"
     return salt

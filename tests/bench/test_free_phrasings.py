@@ -17,6 +17,9 @@ from bench.typing_candidates import DEV
 from simulators.simdroid.free_task import make_task
 
 ROOT = Path(__file__).resolve().parents[2]
+# Development phrasings that open the apps a validation_unseen fit never opens (the app-scoped
+# semantic feature was chosen on them), kept from training as the others are.
+DEV_APPS = ROOT / "bench" / "data" / "free_phrasings_dev_apps.jsonl"
 # The only code that may name the phrasings file (docs and results may).
 READERS = {
     "bench/free_phrasings.py",
@@ -105,8 +108,22 @@ def test_parser_agreement_lists_what_it_misread():
 
 
 def test_the_development_phrasings_share_no_text_with_the_held_back_ones():
-    shared = _mentions([p.text for p in _phrasings(DEV)], _phrasings())
-    assert not shared, shared  # only the shared texts in the message, never the held-back file's
+    for path in (DEV, DEV_APPS):
+        shared = _mentions([p.text for p in _phrasings(path)], _phrasings())
+        assert not shared, shared  # only the shared texts in the message, never the held-back file's
+
+
+def test_the_unseen_app_phrasings_open_only_apps_a_validation_fit_never_opens():
+    from simulators.simdroid.free_text import Parsed, parse_instruction
+    from simulators.simdroid.tasks import unseen_split
+
+    fit, validation = unseen_split("general")
+    phrasings = _phrasings(DEV_APPS)
+    apps = {p.params["app"] for p in phrasings}
+    assert {p.kind for p in phrasings} == {"open_app"} and len(phrasings) >= 40
+    assert apps == {t.params["app"] for t in validation if t.kind == "open_app"}
+    assert not apps & {t.params["app"] for t in fit if t.kind == "open_app"}
+    assert all(parse_instruction(p.text) == Parsed("open_app", p.params) for p in phrasings)
 
 
 def test_no_phrasing_reaches_the_warm_start_the_vocabularies_or_any_split():
@@ -118,7 +135,7 @@ def test_no_phrasing_reaches_the_warm_start_the_vocabularies_or_any_split():
     from simulators.warm_start import TRAIN_SETS, WarmStartConfig, collect_demonstrations
 
     # Both files: the held-back phrasings, and the development ones typing candidates are tuned on.
-    sets = {"held back": _phrasings(), "development": _phrasings(DEV)}
+    sets = {"held back": _phrasings(), "development": _phrasings(DEV) + _phrasings(DEV_APPS)}
     # Every split and selection, both families.
     instructions = [t.instruction for split in SPLIT_CHOICES for t in load_tasks(split=split)]
     # The warm start's demonstrations, both families, on train (every other set it may learn from

@@ -59,6 +59,16 @@ def test_scoped_indices_equal_a_plain_loop():
     off_screen_best = scoped_indices(page, SCOPE, torch.tensor(similarities)).tolist()
     assert off_screen_best == [_reference(similarities, SCOPE.index(label)) for label in page[:3]] + [NEUTRAL]
     assert all(index <= BINS for index in off_screen_best)
+    # With a margin the best is marked only when it leads the second by that much: a tie marks none.
+    tied = scoped_indices(labels, SCOPE, torch.tensor(similarities), margin=0.05).tolist()
+    assert tied == [NEUTRAL if i == NEUTRAL else (i - BINS if i > BINS else i) for i in indices]
+    lead = [0.05, 0.31, 0.72, 0.44, 0.66, 0.18]  # Gmail leads Play Store by 0.06
+    for margin, marked in ((0.05, True), (0.07, False)):
+        got = scoped_indices(
+            ["Gmail", "Play Store", "Clock"], SCOPE, torch.tensor(lead), margin=margin
+        ).tolist()
+        assert (got[0] > BINS) is marked and got[1] <= BINS
+        assert (got[0] - 1) % BINS == (_reference(lead, 2) - 1) % BINS  # the bin is kept either way
     # A screen that shows fewer of the scope's labels is an app's own (its title, a tab): unscored.
     few = ["Clock", "Add alarm", "clock", "Settings"][:LISTED_LABELS_MIN]
     assert scoped_indices(few, SCOPE, torch.tensor(similarities)).tolist() == [NEUTRAL] * len(few)
@@ -101,7 +111,10 @@ def test_a_scoped_version_round_trips_and_hashes_apart(tmp_path, encoder_dir, si
     assert torch.equal(scoped.evaluate(batch).logp, loaded.evaluate(batch).logp)
     unscoped = Policy.create(small_subword_config(encoder_dir, semantic_match=True))
     other = Policy.create(small_subword_config(encoder_dir, semantic_match=True, semantic_labels=SCOPE[:-1]))
-    assert len({scoped.base.hash, unscoped.base.hash, other.base.hash}) == 3
+    margin = Policy.create(
+        small_subword_config(encoder_dir, semantic_match=True, semantic_labels=SCOPE, semantic_margin=0.05)
+    )
+    assert len({scoped.base.hash, unscoped.base.hash, other.base.hash, margin.base.hash}) == 4
 
 
 def test_the_settings_refuse_a_scope_without_the_feature_and_read_a_saved_list(encoder_dir):
@@ -113,6 +126,10 @@ def test_the_settings_refuse_a_scope_without_the_feature_and_read_a_saved_list(e
     assert config.subwords is not None and config.subwords.semantic_labels == SCOPE  # a JSON list
     assert PolicyConfig.from_dict(config.to_dict()) == config
     assert SubwordSettings(str(encoder_dir)).semantic_labels == ()  # scored everywhere by default
+    with pytest.raises(ValueError, match="semantic_margin applies to the scoped feature"):
+        small_subword_config(encoder_dir, semantic_match=True, semantic_margin=0.05)
+    with pytest.raises(ValueError, match=r"semantic_margin must be in \[0, 1\)"):
+        small_subword_config(encoder_dir, semantic_match=True, semantic_labels=SCOPE, semantic_margin=-0.1)
 
 
 def test_tiny_minilm_apps_scores_simdroid_s_app_names(encoder_dir, monkeypatch):
@@ -126,7 +143,46 @@ def test_tiny_minilm_apps_scores_simdroid_s_app_names(encoder_dir, monkeypatch):
     monkeypatch.setitem(pretrained.PACKAGED_BASES, "minilm", lambda: prepared)
     config = policy_config_for("tiny-minilm-apps", 2, "fit_unseen")
     assert config.subwords is not None and config.subwords.semantic_match
-    assert config.subwords.semantic_labels == app_labels()
+    assert config.subwords.semantic_labels == app_labels() and config.subwords.semantic_margin == 0
+    margin = policy_config_for("tiny-minilm-apps-margin", 2).subwords
+    assert margin is not None and margin.semantic_labels == app_labels() and margin.semantic_margin == 0.05
+    prior = policy_config_for("tiny-minilm-apps-prior", 2).subwords
+    assert prior is not None and prior.semantic_prior and prior.semantic_labels == app_labels()
     for base in ("tiny-minilm-sem", "tiny-minilm"):
         subwords = policy_config_for(base, 2).subwords
         assert subwords is not None and subwords.semantic_labels == ()
+
+
+def test_the_prior_adds_its_index_s_score_to_each_tap(encoder_dir):
+    from distrl_core.policy.scoring import score_steps
+
+    options = {"semantic_match": True, "semantic_labels": SCOPE}
+    plain = Policy.create(small_subword_config(encoder_dir, **options))
+    prior = Policy.create(small_subword_config(encoder_dir, semantic_prior=True, **options))
+    assert plain.heads.semantic_prior is None and prior.heads.semantic_prior is not None
+    weights = prior.heads.semantic_prior.weight
+    assert torch.equal(weights, torch.zeros_like(weights))  # starts as the policy without it
+    # Built last: every other weight is what the policy without it draws.
+    shared = dict(plain.heads.named_parameters())
+    for name, parameter in prior.heads.named_parameters():
+        assert name.startswith("semantic_prior") or torch.equal(parameter, shared[name]), name
+    for mine, theirs in zip(prior.model.parameters(), plain.model.parameters(), strict=True):
+        assert torch.equal(mine, theirs)
+    with torch.no_grad():
+        weights[1:] = torch.linspace(-2.0, 3.0, weights.shape[0] - 1)[:, None]
+    steps = [prior.encode(text, LAUNCHER) for text in ("check my email", "open the calendar")]
+    with torch.no_grad():
+        with_prior = score_steps(prior.eval().parts(), steps).log_probs  # (N, K)
+        without = score_steps(plain.eval().parts(), steps).log_probs  # (N, K)
+    for n, step in enumerate(steps):
+        assert step.semantic is not None
+        # Plain loop: each candidate's score gains the prior of its first token's index.
+        shifted = [
+            float(without[n, k]) + float(weights[step.semantic[first], 0]) / prior.config.temperature
+            for k, (first, _) in enumerate(step.spans)
+        ]
+        total = torch.logsumexp(torch.tensor(shifted), dim=0)
+        expected = torch.tensor(shifted) - total
+        torch.testing.assert_close(with_prior[n, : len(step.spans)], expected, atol=1e-5, rtol=0)
+        taps = [k for k, (first, _) in enumerate(step.spans) if step.semantic[first] != NEUTRAL]
+        assert taps and len(taps) < len(step.spans)  # the scope's taps moved, the rest by the norm only
