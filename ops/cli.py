@@ -23,7 +23,7 @@ from ops.cli_errors import (
     unknown_env_warnings,
     user_error_message,
 )
-from ops.cli_flows import FLOW_OPTIONS, HOME, environment_kept
+from ops.cli_flows import FLOW_OPTIONS, HOME, demo_params, environment_kept
 from ops.cli_run import add_run_parser
 from ops.cli_setup import add_pretrained_command, add_setup_commands
 
@@ -48,8 +48,7 @@ def _cmd_sql(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from ops.demo import run_demo
 
-    params = args.options.build(args)
-    run_demo(params)
+    run_demo(demo_params(args))
     return 0
 
 

@@ -119,8 +119,7 @@ def scoped_indices(
         top = similarities.topk(2).values  # (2,)
         if float(top[0] - top[1]) < margin:
             indices = torch.where(indices > BINS, indices - BINS, indices)  # the bins alone
-    indices = indices.tolist()
-    index_of = {label.casefold(): index for label, index in zip(scope, indices, strict=True)}
+    index_of = {label.casefold(): index for label, index in zip(scope, indices.tolist(), strict=True)}
     return torch.tensor(
         [index_of.get(label.casefold(), NEUTRAL) for label in element_labels], dtype=torch.long
     )

@@ -139,13 +139,13 @@ def test_cli_and_bench_accept_paraphrase() -> None:
 
 def test_demo_and_train_local_take_a_family_with_the_demo_defaults() -> None:
     from ops.cli import _parse
+    from ops.cli_flows import demo_params
 
-    for family in ("general", "webshop"):
-        demo = _parse(["demo", "--family", family])
-        params = demo.options.build(demo)
-        assert (params.family, params.base, params.paraphrase) == (family, "tiny-minilm", 0.8)
+    for family, base in (("general", "tiny-minilm-apps"), ("webshop", "tiny-minilm")):
+        params = demo_params(_parse(["demo", "--family", family]))
+        assert (params.family, params.base, params.paraphrase) == (family, base, 0.8)
         given = _parse(["demo", "--family", family, "--paraphrase", "0.3", "--base", "tiny"])
-        params = given.options.build(given)
+        params = demo_params(given)
         assert (params.family, params.paraphrase, params.base) == (family, 0.3, "tiny")
         train_local = _parse(["train-local", "--family", family])
         assert train_local.options.build(train_local).family == family

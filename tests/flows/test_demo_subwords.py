@@ -1,5 +1,6 @@
-"""`distrl demo --base tiny-minilm` runs end to end: the warm start, collectors and the evaluator act
-with the tiny model on an encoder's sub-words, and every version they load is that design."""
+"""`distrl demo --base tiny-minilm` (and the demo's default, `tiny-minilm-apps`) runs end to end: the
+warm start, collectors and the evaluator act with the tiny model on an encoder's sub-words (reading
+its similarity of each app icon to the instruction), and every version they load is that design."""
 
 from __future__ import annotations
 
@@ -13,25 +14,40 @@ from tests.policy.subword_encoder import write_small_encoder
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
+@pytest.mark.parametrize("base", ["tiny-minilm", "tiny-minilm-apps"])
 def test_a_tiny_minilm_demo_trains_and_publishes_sub_word_versions(
-    demo_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    base: str, demo_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from distrl_core.policy import load_policy, pretrained
+    from distrl_core.policy.semantic_match import NEUTRAL
+    from distrl_core.policy.vocabulary import app_labels
     from ops.demo import run_demo
+    from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
+    from simulators.simdroid.tasks import load_tasks
     from storage.registry import PolicyRegistry
 
     encoder = write_small_encoder(tmp_path / "encoder", seed=0)
     prepared = pretrained.ConvertedModel(encoder, encoder, False, 0)
     monkeypatch.setitem(pretrained.PACKAGED_BASES, "minilm", lambda: prepared)  # stands for MiniLM
     selection = "validation_unseen"
-    params = small_validation_demo(selection, base="tiny-minilm")
+    params = small_validation_demo(selection, base=base)
     summary = run_demo(params, root=str(demo_root))
 
     assert summary["final_version"] > 1
     registry = PolicyRegistry()
+    launcher = SimDroidEnv(SimDroidEnvConfig(screenshots=False)).reset(
+        load_tasks("general", "train")[0], seed=0
+    )
     for version in (1, summary["final_version"]):  # the warm start and what the learner published
         policy = load_policy(registry.fetch(str(version)).path, device="cpu")
         assert policy.config.subwords is not None
         assert policy.config.subwords.source == str(encoder.resolve())
         assert not policy.model.get_input_embeddings().weight.requires_grad
         assert len(policy.tokenizer) == policy.model.get_input_embeddings().num_embeddings
+        scoped = policy.config.subwords.semantic_labels
+        assert scoped == (app_labels() if base == "tiny-minilm-apps" else ())
+        assert (policy.heads.semantic is not None) is bool(scoped)
+        if scoped:  # a launcher page: its app icons carry the feature, nothing else does
+            step = policy.encode("check my email", launcher.ui_text)
+            assert step.semantic is not None and any(index != NEUTRAL for index in step.semantic)
+            assert all(step.semantic[i] == NEUTRAL for i in range(step.instruction_end + 1))

@@ -178,7 +178,7 @@ def test_the_prior_adds_its_index_s_score_to_each_tap(encoder_dir):
         assert step.semantic is not None
         # Plain loop: each candidate's score gains the prior of its first token's index.
         shifted = [
-            float(without[n, k]) + float(weights[step.semantic[first], 0]) / prior.config.temperature
+            float(without[n, k]) + float(weights.detach()[step.semantic[first], 0]) / prior.config.temperature
             for k, (first, _) in enumerate(step.spans)
         ]
         total = torch.logsumexp(torch.tensor(shifted), dim=0)
