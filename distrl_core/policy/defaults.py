@@ -71,6 +71,10 @@ def describe_defaults(config: PolicyConfig) -> str:
     if config.subwords is not None:
         frozen = "trained" if config.subwords.train_embeddings else "frozen"
         kind += f" on the sub-words of {config.subwords.source} (projected embedding table, {frozen})"
+        if config.subwords.semantic_match:
+            scope = config.subwords.semantic_labels
+            where = f"its {len(scope)} app names on a launcher" if scope else "every screen element"
+            kind += f", with the encoder's similarity of {where} to the instruction"
     if config.vision:
         kind += " (vision-language: reads the screenshot, writes the action)"
     lora = "" if config.lora is None else f", LoRA r={config.lora.r} alpha={config.lora.alpha}"

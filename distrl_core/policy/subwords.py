@@ -201,6 +201,7 @@ def tiny_base_salt(config: PolicyConfig, tokenizer: Any) -> str:
     if subwords is not None and subwords.pool_words:  # the same weights read other inputs
         salt += " words"
     if subwords is not None and subwords.semantic_labels:  # the feature's scope shapes the inputs
-        scope = json.dumps([subwords.semantic_labels, subwords.semantic_margin])
+        margin = subwords.semantic_margin  # only when set, so unmargined scopes keep their hashes
+        scope = json.dumps([subwords.semantic_labels, margin] if margin else subwords.semantic_labels)
         salt += f" scope {hashlib.sha256(scope.encode()).hexdigest()[:16]}"
     return salt

@@ -148,6 +148,10 @@ def test_tiny_minilm_apps_scores_simdroid_s_app_names(encoder_dir, monkeypatch):
     assert margin is not None and margin.semantic_labels == app_labels() and margin.semantic_margin == 0.05
     prior = policy_config_for("tiny-minilm-apps-prior", 2).subwords
     assert prior is not None and prior.semantic_prior and prior.semantic_labels == app_labels()
+    from distrl_core.policy.defaults import describe_defaults
+
+    assert "similarity of its 24 app names on a launcher" in describe_defaults(config)
+    assert "similarity" not in describe_defaults(policy_config_for("tiny-minilm", 2))
     for base in ("tiny-minilm-sem", "tiny-minilm"):
         subwords = policy_config_for(base, 2).subwords
         assert subwords is not None and subwords.semantic_labels == ()
