@@ -50,9 +50,9 @@ class SubwordSettings:
       action that needs no reading of it by the layers.
     - ``semantic_margin``: with ``semantic_labels``, the most similar label is marked only when its
       similarity leads the second's by at least this much (0: always). A switch instruction ("turn
-      nfc off") is about as like "Phone" as "Settings" (leads of 0.001-0.04), while an app named by
-      other words leads by 0.07 or more for 52 of 54 development phrasings; base
-      "tiny-minilm-apps-margin" sets 0.05.
+      nfc off") is about as like "Phone" as "Settings" (the wrong app leads by 0.001-0.04 for 6 of
+      the 7 development switch phrasings it wins), while an app named by other words leads by 0.05
+      or more for 52 of 54 development phrasings; base "tiny-minilm-apps-margin" sets 0.05.
     - ``context_states``: also add a trained map (zero at first) of the frozen encoder's
       contextual token states to the inputs (``policy.context_states``: its trunk reads each prompt
       segment alone, cached per text), so a word arrives as read in its phrase. False (the default):
