@@ -25,12 +25,13 @@ from dataclasses import replace
 from typing import Any
 
 from bench._common import one_thread_cost_document, write_result
+from distrl_core.policy.config import SEMANTIC_MATCH_BASES
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REFERENCE = "tiny-minilm"
-CANDIDATES = ("tiny-minilm-sem", "tiny-minilm-apps", "tiny-minilm-apps-prior")
+CANDIDATES = sorted(SEMANTIC_MATCH_BASES)  # every base that reads the feature
 BLOCK = 5  # updates of one learner before the other's turn
 
 
@@ -55,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         "--updates", type=int, default=30, help="timed updates per base (default: %(default)s)"
     )
     parser.add_argument(
-        "--candidate", choices=CANDIDATES, default=CANDIDATES[0], help="the base costed against tiny-minilm"
+        "--candidate",
+        choices=CANDIDATES,
+        default="tiny-minilm-sem",
+        help="the base costed against tiny-minilm",
     )
     parser.add_argument("--out", default="bench/results/semantic_match_cost.json")
     args = parser.parse_args(argv)

@@ -52,6 +52,7 @@ SEMANTIC_MATCH_BASES = frozenset(
 # ... of them, those whose feature scores SimDroid's app icons alone (SubwordSettings.semantic_labels).
 APP_SCOPED_BASES = frozenset({"tiny-minilm-apps", "tiny-minilm-apps-prior", "tiny-minilm-apps-margin"})
 APP_MARGINS = {"tiny-minilm-apps-margin": 0.05}  # SubwordSettings.semantic_margin of a base, else 0
+SEMANTIC_PRIOR_BASES = frozenset({"tiny-minilm-apps-prior"})  # SubwordSettings.semantic_prior
 # The sub-word bases that also read the encoder's contextual states (SubwordSettings.context_states),
 # and how a dropped word takes them away (SubwordSettings.context_dropout).
 CONTEXT_STATE_BASES = {
@@ -364,7 +365,7 @@ def policy_config_for(
         scale = CONTEXT_SCALES.get(base.lower(), 1.0)
         flags["pool_words"] = base.lower() in WORD_POOLING_BASES
         flags["pooled_norm"] = WORD_POOLING_BASES.get(base.lower(), False)
-        flags["semantic_prior"] = base.lower() == "tiny-minilm-apps-prior"
+        flags["semantic_prior"] = base.lower() in SEMANTIC_PRIOR_BASES
         margin = APP_MARGINS.get(base.lower(), 0.0)
         labels = app_labels() if base.lower() in APP_SCOPED_BASES else ()
         subwords = SubwordSettings(
