@@ -45,7 +45,7 @@ from storage.schema import (
     validate_table,
 )
 from storage.sql_output import escape_control
-from storage.store import QUARANTINE_DIR, TRAJECTORIES_DIR, Store, redact
+from storage.store import QUARANTINE_DIR, TRAJECTORIES_DIR, Store, redact, store_errors
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +268,7 @@ def quarantine(store: Store, path: str, reason: str, mode: QuarantineMode) -> Ba
         try:
             store.fs.mv(path, target)
             moved_to = target
-        except (OSError, FileNotFoundError) as exc:
+        except store_errors() as exc:
             reason = f"{reason}; could not move it aside: {redact(str(exc))}"
     log.log(
         logging.WARNING if mode == "move" else logging.DEBUG,

@@ -29,7 +29,7 @@ from storage.replay_sample import SampleBatch, draw_batch, last_priorities
 from storage.replay_snapshot import MAX_PRIORITY, read_priority_snapshot, write_priority_snapshot
 from storage.schema import STEP_SCHEMA
 from storage.sql_limits import QueryLimits, SqlSettings
-from storage.store import REPLAY_STATE_DIR, Store, redact
+from storage.store import REPLAY_STATE_DIR, Store, redact, store_errors
 
 log = logging.getLogger(__name__)
 
@@ -351,7 +351,7 @@ class Replay:
         warning line, not the learner: training goes on and `checkpoint_pending` asks for a retry."""
         try:
             self.checkpoint()
-        except OSError as exc:
+        except store_errors() as exc:
             self.checkpoint_pending, self._updates_since_checkpoint = True, 0
             log.warning(
                 "could not checkpoint priorities to %s (%s); training goes on, the checkpoint is retried",

@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage.schema import STEP_SCHEMA, conform, shard_metadata, validate_table
-from storage.store import Store, atomic_put, redact, sweep_stale_temps
+from storage.store import Store, atomic_put, redact, store_errors, sweep_stale_temps
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +252,7 @@ class ShardWriter:
             try:
                 atomic_put(self.store, path, payload)
                 return
-            except (OSError, TimeoutError, ConnectionError) as exc:  # s3fs maps S3 errors to OSError
+            except store_errors() as exc:  # an S3 answer (OSError) or a lost connection (botocore's)
                 last = exc
                 if getattr(exc, "errno", None) in _FULL:
                     break  # one line from the caller, not one per attempt

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 from typing import TextIO
 
@@ -121,6 +121,18 @@ def open_store(uri: str | None = None, *, endpoint_url: str | None = None) -> St
         )
     local = Path(uri.removeprefix("file://")).expanduser().resolve()
     return Store(uri=uri, protocol="file", root=local.as_posix())
+
+
+@cache
+def store_errors() -> tuple[type[Exception], ...]:
+    """What a store's I/O raises when the store failed (unreachable, timed out, refused, full) rather
+    than the caller: s3fs maps S3's answers to `OSError`, but lets botocore's own connection errors
+    through unmapped, so a refused or unreachable endpoint raises `EndpointConnectionError`."""
+    try:
+        import botocore.exceptions  # type: ignore[import-untyped]
+    except ImportError:  # a local-only install has no S3 client
+        return (OSError,)
+    return (OSError, botocore.exceptions.BotoCoreError)
 
 
 def check_store_root(store: Store) -> None:

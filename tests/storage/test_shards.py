@@ -136,6 +136,40 @@ def test_failed_flush_keeps_buffer_and_names_the_fix(aws_env: str, aws_keys: tup
     writer.close()
 
 
+def test_an_endpoint_that_does_not_answer_costs_no_episode(aws_env: str) -> None:
+    # A refused or unreachable endpoint is not an S3 answer: s3fs lets botocore's connection error
+    # through unmapped (not an OSError). A collector's `add_episode` during a pulled cable raised it,
+    # and the flow run failed where it should have waited for the store.
+    import socket
+
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as probe:  # a port nobody listens on yet
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    endpoint = f"http://127.0.0.1:{port}"
+    store = open_store("s3://distrl-comes-back/x", endpoint_url=endpoint)
+    writer = ShardWriter(store, _config(flush_episodes=1, max_attempts=2, retry_seconds=0))
+    rng = np.random.default_rng(1)
+    assert writer.add_episode(synthetic_episode(rng)) is None  # acknowledged, not raised
+    assert writer.buffered_episodes == 1 and "EndpointConnectionError" in (writer.last_error or "")
+    with pytest.raises(ShardFlushError, match="1 episodes stay buffered"):
+        writer.flush()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(
+            Bucket="distrl-comes-back"
+        )
+        path = writer.add_episode(synthetic_episode(rng))  # the store is back: both episodes go out
+        assert path is not None and writer.buffered_episodes == 0
+        assert len(set(read_shard(store, path).column("episode_id").to_pylist())) == 2
+        writer.close()
+    finally:
+        server.stop()
+
+
 def test_secrets_never_reach_shards_or_metadata(s3_store: Store, aws_keys: tuple[str, str]) -> None:
     with ShardWriter(s3_store, _config(flush_episodes=1)) as writer:
         writer.add_episode(synthetic_episode(np.random.default_rng(0)))
