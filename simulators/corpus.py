@@ -8,17 +8,27 @@ words of this corpus from ``distrl_core/policy/vocabulary/<split>.txt``, written
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
+from distrl_core.envs.actions import ActionKind
 from distrl_core.policy.candidates import build_candidates
+from distrl_core.policy.subword_settings import PATH_SEPARATOR
 from distrl_core.policy.tokenizer import split_words
-from distrl_core.policy.vocabulary import APP_LABELS_PATH, CORPUS_SPLITS, VOCABULARY_DIR, vocabulary_path
+from distrl_core.policy.vocabulary import (
+    APP_LABELS_PATH,
+    CONTROL_PATHS_PATH,
+    CORPUS_SPLITS,
+    VOCABULARY_DIR,
+    vocabulary_path,
+)
 from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
-from simulators.simdroid.catalog import APPS
+from simulators.simdroid.catalog import APPS, TOGGLES
 from simulators.simdroid.device import SimDroidConfig
 from simulators.simdroid.expert import expert_action
+from simulators.simdroid.free_task import make_task
 from simulators.simdroid.tasks import load_tasks
 
-__all__ = ["CORPUS_SPLITS", "corpus_words", "simdroid_corpus"]
+__all__ = ["CORPUS_SPLITS", "control_paths", "corpus_words", "simdroid_corpus"]
 
 
 def simdroid_corpus(split: str = "train") -> list[str]:
@@ -51,12 +61,51 @@ def corpus_words(split: str) -> list[str]:
     return sorted({w for text in simdroid_corpus(split) for w in split_words(text)})
 
 
+# One task per control SimDroid's generator can ask for: every switch (turned away from its
+# default, so the expert taps it), the brightness slider, an alarm, a web search.
+_CONTROL_TASKS: tuple[tuple[str, dict[str, Any]], ...] = (
+    *(("toggle_setting", {"setting": t.key, "on": not t.default_on}) for t in TOGGLES),
+    ("set_brightness", {"percent": 30}),
+    ("set_alarm", {"hour": 7, "minute": 15}),
+    ("web_search", {"query": "weather"}),
+)
+
+
+def control_paths() -> list[str]:
+    """The routes to SimDroid's controls, as base "tiny-minilm-controls"'s feature reads them
+    (``SubwordSettings.semantic_paths``): for one task per control, the labels of the elements the
+    scripted expert taps from the launcher on, up to its first action that is not a tap on a
+    labelled element (typing, a slider's point, ``status``); a dialog's dismissal is not a step.
+    "Settings > Network & internet > Wi-Fi", "Clock > Add alarm", "Settings > Display" (the
+    slider is tapped at a point)."""
+    env = SimDroidEnv(SimDroidEnvConfig(device=SimDroidConfig(distractor_prob=0.0), screenshots=False))
+    paths: list[str] = []
+    for kind, params in _CONTROL_TASKS:
+        task = make_task(f"{kind} {params}", kind, params)
+        observation = env.reset(task, seed=0)
+        labels: list[str] = []
+        for _ in range(task.horizon):
+            dialog = env.device.state.dialog is not None
+            action = expert_action(env, task)
+            if not dialog:
+                label = observation.elements[action.index].label if action.index is not None else ""
+                if action.kind != ActionKind.TAP or not label:
+                    break
+                labels.append(label)
+            observation = env.step(action).observation
+        path = PATH_SEPARATOR.join(labels)
+        if len(labels) > 1 and path not in paths:
+            paths.append(path)
+    return paths
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help=f"rewrite the files in {VOCABULARY_DIR}")
     args = parser.parse_args(argv)
     files = {vocabulary_path(split): "\n".join(corpus_words(split)) + "\n" for split in CORPUS_SPLITS}
     files[APP_LABELS_PATH] = "\n".join(app.name for app in APPS) + "\n"
+    files[CONTROL_PATHS_PATH] = "\n".join(control_paths()) + "\n"
     for path, text in files.items():
         if args.write:
             path.write_text(text, encoding="utf-8")

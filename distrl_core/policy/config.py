@@ -37,6 +37,7 @@ SUBWORD_BASES = dict.fromkeys(
         "tiny-minilm-apps",
         "tiny-minilm-apps-prior",
         "tiny-minilm-apps-margin",
+        "tiny-minilm-controls",
         "tiny-minilm-ctx",
         "tiny-minilm-ctx-seg",
         "tiny-minilm-ctx-small",
@@ -47,10 +48,20 @@ SUBWORD_BASES = dict.fromkeys(
 WORD_POOLING_BASES = {"tiny-minilm-words": False, "tiny-minilm-words-norm": True}
 # The sub-word bases that also read the semantic match feature (SubwordSettings.semantic_match).
 SEMANTIC_MATCH_BASES = frozenset(
-    {"tiny-minilm-sem", "tiny-minilm-apps", "tiny-minilm-apps-prior", "tiny-minilm-apps-margin"}
+    {
+        "tiny-minilm-sem",
+        "tiny-minilm-apps",
+        "tiny-minilm-apps-prior",
+        "tiny-minilm-apps-margin",
+        "tiny-minilm-controls",
+    }
 )
-# ... of them, those whose feature scores SimDroid's app icons alone (SubwordSettings.semantic_labels).
-APP_SCOPED_BASES = frozenset({"tiny-minilm-apps", "tiny-minilm-apps-prior", "tiny-minilm-apps-margin"})
+# ... of them, those whose feature scores SimDroid's app icons (SubwordSettings.semantic_labels) ...
+APP_SCOPED_BASES = frozenset(
+    {"tiny-minilm-apps", "tiny-minilm-apps-prior", "tiny-minilm-apps-margin", "tiny-minilm-controls"}
+)
+# ... and, of those, the ones that also follow the routes to its controls (SubwordSettings.semantic_paths).
+CONTROL_PATH_BASES = frozenset({"tiny-minilm-controls"})
 APP_MARGINS = {"tiny-minilm-apps-margin": 0.05}  # SubwordSettings.semantic_margin of a base, else 0
 SEMANTIC_PRIOR_BASES = frozenset({"tiny-minilm-apps-prior"})  # SubwordSettings.semantic_prior
 # The sub-word bases that also read the encoder's contextual states (SubwordSettings.context_states),
@@ -349,7 +360,7 @@ def policy_config_for(
             )
         return PolicyConfig(device=device, seed=seed, tiny=TinyModelConfig(seed=seed), vocabulary=vocabulary)
     from distrl_core.policy.pretrained import is_encoder_folder, is_vision_folder, resolve_base
-    from distrl_core.policy.vocabulary import app_labels
+    from distrl_core.policy.vocabulary import app_labels, control_paths
 
     if base.lower() in SUBWORD_BASES:
         if encoder_options:
@@ -368,12 +379,14 @@ def policy_config_for(
         flags["semantic_prior"] = base.lower() in SEMANTIC_PRIOR_BASES
         margin = APP_MARGINS.get(base.lower(), 0.0)
         labels = app_labels() if base.lower() in APP_SCOPED_BASES else ()
+        paths = control_paths() if base.lower() in CONTROL_PATH_BASES else ()
         subwords = SubwordSettings(
             source,
             context_dropout=context or "token",
             context_scale=scale,
             semantic_labels=labels,
             semantic_margin=margin,
+            semantic_paths=paths,
             **flags,
         )
         return PolicyConfig(device=device, seed=seed, tiny=tiny, vocabulary=vocabulary, subwords=subwords)

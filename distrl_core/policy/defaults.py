@@ -74,6 +74,8 @@ def describe_defaults(config: PolicyConfig) -> str:
         if config.subwords.semantic_match:
             scope = config.subwords.semantic_labels
             where = f"its {len(scope)} app names on a launcher" if scope else "every screen element"
+            if config.subwords.semantic_paths:
+                where += f" and the labels on the routes to {len(config.subwords.semantic_paths)} controls"
             kind += f", with the encoder's similarity of {where} to the instruction"
     if config.vision:
         kind += " (vision-language: reads the screenshot, writes the action)"

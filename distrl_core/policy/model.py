@@ -309,7 +309,7 @@ class Policy:
             instruction,
             step.elements,
             len(step.input_ids),
-            subwords.semantic_labels,
+            subwords.semantic_scope(),
             subwords.semantic_margin,
         )
         return dataclasses.replace(step, semantic=semantic)

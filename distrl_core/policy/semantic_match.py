@@ -58,6 +58,7 @@ __all__ = [
     "embedding_cache",
     "scoped_indices",
     "semantic_indices",
+    "similarity_bins",
     "similarity_indices",
     "step_semantic",
 ]
@@ -88,6 +89,12 @@ def cosine_similarities(query: torch.Tensor, rows: torch.Tensor) -> torch.Tensor
     return (unit_rows @ unit_query).float()  # (K,)
 
 
+def similarity_bins(similarities: torch.Tensor) -> torch.Tensor:
+    """The bin of each similarity (K,): (K,) long in [0, BINS), cut at ``BIN_EDGES``."""
+    edges = torch.tensor(BIN_EDGES, dtype=similarities.dtype)  # (BINS - 1,)
+    return torch.bucketize(similarities, edges, right=True)  # (K,)
+
+
 def similarity_indices(similarities: torch.Tensor) -> torch.Tensor:
     """Feature index of each element from its similarity (K,): (K,) long in [1, INDICES).
 
@@ -95,31 +102,54 @@ def similarity_indices(similarities: torch.Tensor) -> torch.Tensor:
     is the screen's largest (ties all count)."""
     if similarities.numel() == 0:
         return torch.zeros(0, dtype=torch.long)
-    edges = torch.tensor(BIN_EDGES, dtype=similarities.dtype)  # (BINS - 1,)
-    bins = torch.bucketize(similarities, edges, right=True)  # (K,) in [0, BINS)
     best = similarities == similarities.max()  # (K,)
-    return 1 + bins + BINS * best.long()
+    return 1 + similarity_bins(similarities) + BINS * best.long()
 
 
 def scoped_indices(
-    element_labels: Sequence[str], scope: Sequence[str], similarities: torch.Tensor, margin: float = 0.0
+    element_labels: Sequence[str],
+    scope: Sequence[Sequence[str]],
+    similarities: torch.Tensor,
+    margin: float = 0.0,
 ) -> torch.Tensor:
-    """Feature index of each element (K,) when only the labels of ``scope`` (S of them, with their
-    similarities to the instruction, (S,)) are scored: an element whose label is one of them (case
-    aside) gets 1 + its bin, plus ``BINS`` when its label is the most similar of the whole scope
-    (on the screen or not); every other element NEUTRAL. A screen showing fewer than
-    ``LISTED_LABELS_MIN`` distinct labels of the scope is all NEUTRAL. With a ``margin``, the most
-    similar label is marked only when it leads the second by at least that much: a near tie (a
-    switch instruction, about as like "Phone" as "Settings") says nothing about which app."""
-    folded = {label.casefold() for label in scope}
-    if len(folded & {label.casefold() for label in element_labels}) < LISTED_LABELS_MIN:
+    """Feature index of each element (K,) when only the labels along ``scope``'s paths are scored.
+
+    A path is an app's name followed by the labels tapped on the way to one of its controls
+    (("Settings", "Network & internet", "Wi-Fi")); an app alone is a path of one. ``similarities``
+    (P,) are each path's last label's to the instruction. A label's similarity is its best path's
+    through it (the Settings icon is as like "kill the wifi" as "Wi-Fi" is), so an element labelled
+    as one gets 1 + that bin; the most similar path of all (on the screen or not; ties all count)
+    marks, plus ``BINS``, the deepest of its labels the screen shows: the Settings icon on a
+    launcher, "Network & internet" on Settings' list, "Wi-Fi" on that page (not the page's own
+    title above it). Every other element is NEUTRAL, and so is an app name on a screen showing fewer
+    than ``LISTED_LABELS_MIN`` distinct app names. With a ``margin``, nothing is marked unless the
+    most similar path leads the second by at least that much: a near tie (a switch instruction,
+    about as like "Phone" as "Settings") says nothing about where to go."""
+    paths = [tuple(label.casefold() for label in path) for path in scope]
+    shown = {label.casefold() for label in element_labels}
+    launcher = len({path[0] for path in paths} & shown) >= LISTED_LABELS_MIN
+    node_depth: dict[str, int] = {}
+    node_best: dict[str, torch.Tensor] = {}
+    for path, similarity in zip(paths, similarities, strict=True):
+        for depth, label in enumerate(path):
+            node_depth[label] = min(depth, node_depth.get(label, depth))
+            held = node_best.get(label)
+            node_best[label] = similarity if held is None else torch.maximum(held, similarity)
+    visible = {label for label in shown & node_depth.keys() if node_depth[label] > 0 or launcher}
+    if not visible:
         return torch.full((len(element_labels),), NEUTRAL, dtype=torch.long)
-    indices = similarity_indices(similarities)  # (S,): the bins and the scope's best
-    if margin > 0 and len(scope) > 1:
-        top = similarities.topk(2).values  # (2,)
-        if float(top[0] - top[1]) < margin:
-            indices = torch.where(indices > BINS, indices - BINS, indices)  # the bins alone
-    index_of = {label.casefold(): index for label, index in zip(scope, indices.tolist(), strict=True)}
+    nodes = sorted(visible)
+    bins = similarity_bins(torch.stack([node_best[label] for label in nodes]))  # (N,)
+    index_of = {label: 1 + int(b) for label, b in zip(nodes, bins, strict=True)}
+    top = similarities.topk(min(2, len(paths))).values  # (2,) or (1,)
+    marked = set()
+    if margin <= 0 or len(top) < 2 or float(top[0] - top[1]) >= margin:
+        for path, best in zip(paths, (similarities == similarities.max()).tolist(), strict=True):
+            on_screen = [label for label in path if label in visible]  # in path order: deepest last
+            if best and on_screen:
+                marked.add(on_screen[-1])
+    for label in marked:
+        index_of[label] += BINS
     return torch.tensor(
         [index_of.get(label.casefold(), NEUTRAL) for label in element_labels], dtype=torch.long
     )
@@ -222,21 +252,22 @@ def step_semantic(
     instruction: str,
     elements: Sequence[tuple[int, int, str]],
     length: int,
-    scope: Sequence[str] = (),
+    scope: Sequence[Sequence[str]] = (),
     margin: float = 0.0,
 ) -> tuple[int, ...]:
     """The semantic indices (one per token, ``length`` of them) of a prompt whose screen elements are
     ``elements`` ((first, end, label), ``EncodedStep.elements``), under the encoder at ``source``.
-    With a ``scope`` (``SubwordSettings.semantic_labels``) only elements labelled as one of its
-    texts are scored, and "most similar" is among the whole scope, marked only with a lead of
-    ``margin`` (``SubwordSettings.semantic_margin``)."""
+    With a ``scope`` (paths: ``SubwordSettings.semantic_scope``) only the elements labelled along
+    them are scored (:func:`scoped_indices`), and "most similar" is among the whole scope, marked
+    only with a lead of ``margin`` (``SubwordSettings.semantic_margin``)."""
     if not elements:
         return (NEUTRAL,) * length
     labels = [label for _, _, label in elements]
     spans = [(first, end) for first, end, _ in elements]
     if scope:
-        vectors = embedding_cache().embed(source, [instruction, *scope])  # (1 + S, E)
-        similarities = cosine_similarities(vectors[0], vectors[1:])  # (S,)
+        leaves = [path[-1] for path in scope]
+        vectors = embedding_cache().embed(source, [instruction, *leaves])  # (1 + P, E)
+        similarities = cosine_similarities(vectors[0], vectors[1:])  # (P,)
         return semantic_indices(length, spans, scoped_indices(labels, scope, similarities, margin))
     vectors = embedding_cache().embed(source, [instruction, *labels])  # (1 + K, E)
     similarities = cosine_similarities(vectors[0], vectors[1:])  # (K,)

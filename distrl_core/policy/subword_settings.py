@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CONTEXT_DROPOUTS", "SubwordSettings"]
+__all__ = ["CONTEXT_DROPOUTS", "PATH_SEPARATOR", "SubwordSettings"]
 
 CONTEXT_DROPOUTS = ("token", "segment")
+PATH_SEPARATOR = " > "  # between the labels of a ``SubwordSettings.semantic_paths`` entry
 
 
 @dataclass
@@ -53,6 +54,13 @@ class SubwordSettings:
       nfc off") is about as like "Phone" as "Settings" (the wrong app leads by 0.001-0.04 for 6 of
       the 7 development switch phrasings it wins), while an app named by other words leads by 0.05
       or more for 52 of 54 development phrasings; base "tiny-minilm-apps-margin" sets 0.05.
+    - ``semantic_paths``: with ``semantic_labels``, also the device's controls, each as the labels
+      tapped from the launcher to it joined by " > " ("Settings > Network & internet > Wi-Fi"): the
+      instruction is compared with each control's own label, an app is as similar as its most
+      similar control, and the best path marks the deepest of its labels a screen shows, so the
+      feature says where to go at every step of a switch instruction, not only which app. Empty
+      (the default): apps alone, as before. Base "tiny-minilm-controls" sets SimDroid's
+      (``vocabulary.control_paths``); for a real device, its Settings index.
     - ``context_states``: also add a trained map (zero at first) of the frozen encoder's
       contextual token states to the inputs (``policy.context_states``: its trunk reads each prompt
       segment alone, cached per text), so a word arrives as read in its phrase. False (the default):
@@ -85,15 +93,37 @@ class SubwordSettings:
     semantic_labels: tuple[str, ...] = ()
     semantic_prior: bool = False
     semantic_margin: float = 0.0
+    semantic_paths: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.semantic_labels = tuple(self.semantic_labels)  # a saved config's JSON holds a list
+        self.semantic_paths = tuple(self.semantic_paths)
+
+    def semantic_scope(self) -> tuple[tuple[str, ...], ...]:
+        """The feature's paths: each app name alone, then each control's labels from its app on."""
+        controls = tuple(tuple(path.split(PATH_SEPARATOR)) for path in self.semantic_paths)
+        return tuple((label,) for label in self.semantic_labels) + controls
+
+    def _check_paths(self) -> None:
+        for path in self.semantic_paths:
+            labels = path.split(PATH_SEPARATOR)
+            if (
+                len(labels) < 2
+                or not all(label.strip() for label in labels)
+                or labels[0] not in self.semantic_labels
+            ):
+                raise ValueError(
+                    f"SubwordSettings.semantic_paths entry {path!r}: want an app of semantic_labels and the "
+                    f"labels tapped from it to a control, joined by {PATH_SEPARATOR!r} (e.g. 'Settings > "
+                    "Display > Dark theme')"
+                )
 
     def validate(self) -> None:
         if self.semantic_margin and not self.semantic_labels:
             raise ValueError(
                 "SubwordSettings.semantic_margin applies to the scoped feature: set semantic_labels too"
             )
+        self._check_paths()
         if not 0 <= self.semantic_margin < 1:
             raise ValueError(f"SubwordSettings.semantic_margin must be in [0, 1), got {self.semantic_margin}")
         if (self.semantic_labels or self.semantic_prior) and not self.semantic_match:

@@ -191,7 +191,7 @@ def tiny_base_salt(config: PolicyConfig, tokenizer: Any) -> str:
     onto another encoder's similarities or states (the trunk is not saved with a version). Without
     either the salt is what it always was, so earlier versions keep their hashes. Word pooling
     (``SubwordSettings.pool_words``) adds its name: pooled and unpooled models never share a hash;
-    the semantic feature's scope (``SubwordSettings.semantic_labels``) its digest."""
+    the semantic feature's scope (``SubwordSettings.semantic_labels``, ``semantic_paths``) its digest."""
     salt = repr(len(tokenizer))
     subwords = config.subwords
     if subwords is not None and (subwords.semantic_match or subwords.context_states):
@@ -203,5 +203,7 @@ def tiny_base_salt(config: PolicyConfig, tokenizer: Any) -> str:
     if subwords is not None and subwords.semantic_labels:  # the feature's scope shapes the inputs
         margin = subwords.semantic_margin  # only when set, so unmargined scopes keep their hashes
         scope = json.dumps([subwords.semantic_labels, margin] if margin else subwords.semantic_labels)
+        if subwords.semantic_paths:  # only when set, so app-only scopes keep their hashes
+            scope += json.dumps(subwords.semantic_paths)
         salt += f" scope {hashlib.sha256(scope.encode()).hexdigest()[:16]}"
     return salt

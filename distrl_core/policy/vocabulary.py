@@ -12,9 +12,11 @@ from pathlib import Path
 
 __all__ = [
     "APP_LABELS_PATH",
+    "CONTROL_PATHS_PATH",
     "CORPUS_SPLITS",
     "VOCABULARY_DIR",
     "app_labels",
+    "control_paths",
     "vocabulary_path",
     "vocabulary_words",
 ]
@@ -26,6 +28,9 @@ CORPUS_SPLITS = ("train", "test", "fit", "fit_words", "fit_unseen")
 # SimDroid's installed apps, one name a line as its launcher labels them: the scope of the semantic
 # match feature of base "tiny-minilm-apps" (``SubwordSettings.semantic_labels``).
 APP_LABELS_PATH = VOCABULARY_DIR / "app_labels.txt"
+# The routes to SimDroid's controls, one a line ("Settings > Network & internet > Wi-Fi"): the paths
+# of base "tiny-minilm-controls"'s feature (``SubwordSettings.semantic_paths``).
+CONTROL_PATHS_PATH = VOCABULARY_DIR / "control_paths.txt"
 
 
 def vocabulary_path(split: str) -> Path:
@@ -42,3 +47,8 @@ def vocabulary_words(split: str = "train") -> tuple[str, ...]:
 def app_labels() -> tuple[str, ...]:
     """SimDroid's app names in launcher order, as ``python -m simulators.corpus --write`` wrote them."""
     return tuple(line for line in APP_LABELS_PATH.read_text(encoding="utf-8").splitlines() if line)
+
+
+def control_paths() -> tuple[str, ...]:
+    """The routes to SimDroid's controls, as ``python -m simulators.corpus --write`` wrote them."""
+    return tuple(line for line in CONTROL_PATHS_PATH.read_text(encoding="utf-8").splitlines() if line)

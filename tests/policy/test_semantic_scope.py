@@ -24,6 +24,7 @@ from distrl_core.policy.vocabulary import APP_LABELS_PATH, app_labels
 from tests.policy.subword_encoder import small_subword_config, write_small_encoder
 
 SCOPE = ("Settings", "Clock", "Gmail", "Calendar", "Play Store", "Translate")
+APPS = tuple((label,) for label in SCOPE)  # the scope as paths: each app alone
 LAUNCHER = "\n".join(
     f'[{k}] TextView "{label}" ({k * 10},0,{k * 10 + 10},10)'
     for k, label in enumerate(["Search", "Settings", "gmail", "Calendar", "Weather", "Clock"])
@@ -46,7 +47,7 @@ def encoder_dir(tmp_path_factory):
 def test_scoped_indices_equal_a_plain_loop():
     similarities = [0.05, 0.31, 0.72, 0.44, 0.72, 0.18]  # a tie for the scope's best (Gmail, Play Store)
     labels = ["gmail", "Search", "Clock", "Weather", "PLAY STORE", "Translate"]
-    indices = scoped_indices(labels, SCOPE, torch.tensor(similarities)).tolist()
+    indices = scoped_indices(labels, APPS, torch.tensor(similarities)).tolist()
     expected = []
     for label in labels:
         k = next((i for i, s in enumerate(SCOPE) if s.casefold() == label.casefold()), None)
@@ -56,22 +57,22 @@ def test_scoped_indices_equal_a_plain_loop():
     assert indices[1] == indices[3] == NEUTRAL  # not in the scope
     # The scope's best is off the screen: no element on it is marked most similar.
     page = ["Settings", "Clock", "Calendar", "Weather"]
-    off_screen_best = scoped_indices(page, SCOPE, torch.tensor(similarities)).tolist()
+    off_screen_best = scoped_indices(page, APPS, torch.tensor(similarities)).tolist()
     assert off_screen_best == [_reference(similarities, SCOPE.index(label)) for label in page[:3]] + [NEUTRAL]
     assert all(index <= BINS for index in off_screen_best)
     # With a margin the best is marked only when it leads the second by that much: a tie marks none.
-    tied = scoped_indices(labels, SCOPE, torch.tensor(similarities), margin=0.05).tolist()
+    tied = scoped_indices(labels, APPS, torch.tensor(similarities), margin=0.05).tolist()
     assert tied == [NEUTRAL if i == NEUTRAL else (i - BINS if i > BINS else i) for i in indices]
     lead = [0.05, 0.31, 0.72, 0.44, 0.66, 0.18]  # Gmail leads Play Store by 0.06
     for margin, marked in ((0.05, True), (0.07, False)):
         got = scoped_indices(
-            ["Gmail", "Play Store", "Clock"], SCOPE, torch.tensor(lead), margin=margin
+            ["Gmail", "Play Store", "Clock"], APPS, torch.tensor(lead), margin=margin
         ).tolist()
         assert (got[0] > BINS) is marked and got[1] <= BINS
         assert (got[0] - 1) % BINS == (_reference(lead, 2) - 1) % BINS  # the bin is kept either way
     # A screen that shows fewer of the scope's labels is an app's own (its title, a tab): unscored.
     few = ["Clock", "Add alarm", "clock", "Settings"][:LISTED_LABELS_MIN]
-    assert scoped_indices(few, SCOPE, torch.tensor(similarities)).tolist() == [NEUTRAL] * len(few)
+    assert scoped_indices(few, APPS, torch.tensor(similarities)).tolist() == [NEUTRAL] * len(few)
 
 
 def test_only_the_scope_s_elements_carry_the_feature(encoder_dir):
