@@ -92,12 +92,12 @@ class TrainLocalParams(BaseModel):
         "WordPiece sub-words and projected word-piece embeddings: an update costs the tiny model's), "
         "'tiny-minilm-sem' (the same plus MiniLM's sentence similarity of each screen element to the "
         "instruction as an input feature), 'tiny-minilm-apps' (that similarity for the launcher's app icons "
-        "alone), 'tiny-minilm-ctx' (the same plus MiniLM's contextual token states "
+        "alone), 'tiny-minilm-controls' (the app icons and the labels on the routes to the device's controls), 'tiny-minilm-ctx' (the same plus MiniLM's contextual token states "
         "of each prompt segment, cached per text, through a trained map), 'smollm2' (SmolLM2-135M with LoRA) or a Hugging "
         "Face folder (`distrl pretrained` prepares both; a vision-language one, whose config has a vision_config, "
         "reads the screenshots, which the collectors then store); learning rates and micro-batches follow from it "
         "(printed). None or 'tiny': the tiny default on its own word vocabulary (`distrl demo` defaults to "
-        "'tiny-minilm-apps', and to 'tiny-minilm' with --family webshop).",
+        "'tiny-minilm-controls', and to 'tiny-minilm' with --family webshop).",
     )
     encoder_layers: int | None = Field(
         None,

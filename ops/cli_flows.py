@@ -61,12 +61,13 @@ def _train_local_options(parser: argparse.ArgumentParser) -> None:
 PRETRAINED_BASE = "minilm"  # what --pretrained picks: the packaged all-MiniLM-L6-v2 (`make pretrained`)
 # `distrl demo`'s base: the tiny model on MiniLM's sub-words (which won on validation_unseen over five
 # paired seeds, docs/performance.md, "The demo's default base"), reading MiniLM's similarity of each
-# app icon to the instruction: it tied on validation_unseen and opened apps named by other words
-# twice as often on the development phrasings ("The semantic feature on the app icons alone").
+# app icon, and of each control on the routes to the device's switches, to the instruction
+# ("The semantic feature along the routes to the controls": on validation_unseen it gained on the
+# held-out tasks and switches named by other words went from a third to nearly all).
 # `--base tiny` runs the word-vocabulary tiny model, which needs no package and is what the flows'
 # own default (and fast tests) use.
-DEMO_BASE = "tiny-minilm-apps"
-# `distrl demo --family webshop` keeps the base its goal was met with: the app feature was chosen on
+DEMO_BASE = "tiny-minilm-controls"
+# `distrl demo --family webshop` keeps the base its goal was met with: the semantic feature was chosen on
 # General's validation split and not measured on Web Shopping.
 WEBSHOP_DEMO_BASE = "tiny-minilm"
 # `distrl demo` rephrases 80 % of its training instructions (`--paraphrase 0` for the templates alone):
