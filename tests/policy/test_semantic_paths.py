@@ -11,16 +11,8 @@ import pytest
 import torch
 
 from distrl_core.policy import Policy, load_policy, save_policy
+from distrl_core.policy import semantic_match as sm
 from distrl_core.policy.config import SubwordSettings, policy_config_for
-from distrl_core.policy.semantic_match import (
-    BIN_EDGES,
-    BINS,
-    LISTED_LABELS_MIN,
-    NEUTRAL,
-    cosine_similarities,
-    embedding_cache,
-    scoped_indices,
-)
 from distrl_core.policy.vocabulary import CONTROL_PATHS_PATH, app_labels, control_paths
 from tests.policy.subword_encoder import small_subword_config, write_small_encoder
 
@@ -42,13 +34,13 @@ SCREENS = {
     "display page": ["Navigate up", "Display", "Dark theme", "Brightness level"],
     "clock": ["Clock", "Alarm", "Clock", "Add alarm"],
 }
-EDGES = torch.tensor(BIN_EDGES).tolist()  # as float32, the similarities' type
+EDGES = torch.tensor(sm.BIN_EDGES).tolist()  # as float32, the similarities' type
 
 
 def _reference(labels: list[str], scope, similarities: list[float], margin: float = 0.0) -> list[int]:
     """Plain loops over the rule as the docs state it."""
     apps_shown = {p[0].lower() for p in scope if len(p) == 1} & {label.lower() for label in labels}
-    launcher = len(apps_shown) >= LISTED_LABELS_MIN
+    launcher = len(apps_shown) >= sm.LISTED_LABELS_MIN
     top = sorted(similarities, reverse=True)
     mark = margin <= 0 or top[0] - top[1] >= margin
 
@@ -59,7 +51,7 @@ def _reference(labels: list[str], scope, similarities: list[float], margin: floa
     out = []
     for label in labels:
         if not scored(label):
-            out.append(NEUTRAL)
+            out.append(sm.NEUTRAL)
             continue
         through = [
             s for p, s in zip(scope, similarities, strict=True) if label.lower() in (n.lower() for n in p)
@@ -70,7 +62,7 @@ def _reference(labels: list[str], scope, similarities: list[float], margin: floa
             if mark and s == max(similarities):
                 shown = [n for n in p if any(n.lower() == x.lower() for x in labels) and scored(n)]
                 if shown and shown[-1].lower() == label.lower():
-                    index += BINS
+                    index += sm.BINS
                     break
         out.append(index)
     return out
@@ -88,18 +80,18 @@ def test_path_indices_equal_a_plain_loop():
         similarities = torch.tensor([round(rng.uniform(-0.1, 0.9), 2) for _ in SCOPE]).tolist()
         margin = (0.0, 0.05)[trial % 2]
         for labels in SCREENS.values():
-            got = scoped_indices(labels, SCOPE, torch.tensor(similarities), margin).tolist()
+            got = sm.scoped_indices(labels, SCOPE, torch.tensor(similarities), margin).tolist()
             assert got == _reference(labels, SCOPE, similarities, margin), (labels, similarities, margin)
 
 
 def _indices(labels: list[str], similarities: list[float]) -> list[int]:
-    return scoped_indices(labels, SCOPE, torch.tensor(similarities)).tolist()
+    return sm.scoped_indices(labels, SCOPE, torch.tensor(similarities)).tolist()
 
 
 def test_a_switch_route_is_marked_on_every_screen_of_it():
     similarities = [0.2, 0.1, 0.1, 0.1, 0.75, 0.4, 0.3, 0.35, 0.05]  # the Wi-Fi route leads
     marked = {
-        name: [label for label, i in zip(labels, _indices(labels, similarities), strict=True) if i > BINS]
+        name: [label for label, i in zip(labels, _indices(labels, similarities), strict=True) if i > sm.BINS]
         for name, labels in SCREENS.items()
     }
     assert marked == {
@@ -109,10 +101,10 @@ def test_a_switch_route_is_marked_on_every_screen_of_it():
         "display page": [],
         "clock": [],
     }
-    launcher = scoped_indices(SCREENS["launcher"], SCOPE, torch.tensor(similarities)).tolist()
-    assert launcher[1] == 1 + 7 + BINS  # Settings takes Wi-Fi's 0.75 bin
+    launcher = sm.scoped_indices(SCREENS["launcher"], SCOPE, torch.tensor(similarities)).tolist()
+    assert launcher[1] == 1 + 7 + sm.BINS  # Settings takes Wi-Fi's 0.75 bin
     # The settings list shows one app name: "Settings" there is a title, never scored.
-    assert scoped_indices(SCREENS["settings list"], SCOPE, torch.tensor(similarities))[0] == NEUTRAL
+    assert sm.scoped_indices(SCREENS["settings list"], SCOPE, torch.tensor(similarities))[0] == sm.NEUTRAL
 
 
 def test_the_routes_are_the_expert_s(encoder_dir):
@@ -151,10 +143,10 @@ def test_an_encoded_settings_page_carries_the_route_and_a_version_hashes_apart(t
     env = SimDroidEnv(SimDroidEnvConfig(device=SimDroidConfig(distractor_prob=0.0), screenshots=False))
     task = make_task("turn the wifi off", "toggle_setting", {"setting": "wifi", "on": False})
     observation = env.reset(task, seed=0)
-    cache, scope = embedding_cache(), policy.config.subwords.semantic_scope()
+    cache, scope = sm.embedding_cache(), policy.config.subwords.semantic_scope()
     vector = cache.compute(str(encoder_dir), [task.instruction])[0]
     similarities = [
-        float(cosine_similarities(vector, cache.compute(str(encoder_dir), [p[-1]]))[0]) for p in scope
+        float(sm.cosine_similarities(vector, cache.compute(str(encoder_dir), [p[-1]]))[0]) for p in scope
     ]
     for _ in range(3):  # the launcher, the settings list, the network page
         step = policy.encode(task.instruction, observation.ui_text)
@@ -162,7 +154,7 @@ def test_an_encoded_settings_page_carries_the_route_and_a_version_hashes_apart(t
         expected = _reference(labels, scope, similarities)
         assert step.semantic is not None
         got = [step.semantic[first] for first, _, _ in step.elements]
-        assert got == expected and any(i != NEUTRAL for i in got), labels
+        assert got == expected and any(i != sm.NEUTRAL for i in got), labels
         observation = env.step(expert_action(env, task)).observation
     save_policy(policy, tmp_path / "v1")
     loaded = load_policy(tmp_path / "v1", device="cpu")
