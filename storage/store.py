@@ -153,7 +153,7 @@ def check_store_root(store: Store) -> None:
         store.fs.ls(bucket, refresh=True)  # `exists(bucket)` answers False for an unreachable endpoint
     except FileNotFoundError:
         raise ValueError(f"{store.uri!r}: no bucket {bucket!r} at {where}") from None
-    except (OSError, botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+    except (*store_errors(), botocore.exceptions.ClientError) as exc:
         detail = redact(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         raise ValueError(
             f"{store.uri!r}: cannot read S3 at {where} ({detail}); check DISTRL_S3_ENDPOINT_URL "

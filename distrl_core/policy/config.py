@@ -342,7 +342,8 @@ def policy_config_for(
     the packaged all-MiniLM-L6-v2), the tiny model on that encoder's sub-words and projected word-piece
     embeddings ("tiny-minilm": ``SubwordSettings``; "tiny-minilm-words": one position per word;
     "tiny-minilm-sem": the same with its semantic match feature; "tiny-minilm-apps": that feature
-    on SimDroid's app icons alone, with "-prior" and "-margin" variants; "tiny-minilm-ctx": the same
+    on SimDroid's app icons alone, with "-prior" and "-margin" variants; "tiny-minilm-controls": the
+    app icons and the labels on the routes to SimDroid's controls; "tiny-minilm-ctx": the same
     reading the encoder's contextual token states), a causal LM
     adapted with LoRA ("smollm2" names the packaged SmolLM2), or a vision-language model (a folder whose config has a ``vision_config``:
     generative, reading the screenshot, LoRA on its text decoder); ``seed`` also seeds the sampler.
