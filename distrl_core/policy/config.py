@@ -38,6 +38,7 @@ SUBWORD_BASES = dict.fromkeys(
         "tiny-minilm-apps-prior",
         "tiny-minilm-apps-margin",
         "tiny-minilm-controls",
+        "tiny-minilm-words-controls",
         "tiny-minilm-ctx",
         "tiny-minilm-ctx-seg",
         "tiny-minilm-ctx-small",
@@ -45,7 +46,11 @@ SUBWORD_BASES = dict.fromkeys(
     "minilm",
 )
 # The sub-word bases that read one position per word (SubwordSettings.pool_words) -> pooled_norm.
-WORD_POOLING_BASES = {"tiny-minilm-words": False, "tiny-minilm-words-norm": True}
+WORD_POOLING_BASES = {
+    "tiny-minilm-words": False,
+    "tiny-minilm-words-norm": True,
+    "tiny-minilm-words-controls": False,
+}
 # The sub-word bases that also read the semantic match feature (SubwordSettings.semantic_match).
 SEMANTIC_MATCH_BASES = frozenset(
     {
@@ -54,14 +59,21 @@ SEMANTIC_MATCH_BASES = frozenset(
         "tiny-minilm-apps-prior",
         "tiny-minilm-apps-margin",
         "tiny-minilm-controls",
+        "tiny-minilm-words-controls",
     }
 )
 # ... of them, those whose feature scores SimDroid's app icons (SubwordSettings.semantic_labels) ...
 APP_SCOPED_BASES = frozenset(
-    {"tiny-minilm-apps", "tiny-minilm-apps-prior", "tiny-minilm-apps-margin", "tiny-minilm-controls"}
+    {
+        "tiny-minilm-apps",
+        "tiny-minilm-apps-prior",
+        "tiny-minilm-apps-margin",
+        "tiny-minilm-controls",
+        "tiny-minilm-words-controls",
+    }
 )
 # ... and, of those, the ones that also follow the routes to its controls (SubwordSettings.semantic_paths).
-CONTROL_PATH_BASES = frozenset({"tiny-minilm-controls"})
+CONTROL_PATH_BASES = frozenset({"tiny-minilm-controls", "tiny-minilm-words-controls"})
 APP_MARGINS = {"tiny-minilm-apps-margin": 0.05}  # SubwordSettings.semantic_margin of a base, else 0
 SEMANTIC_PRIOR_BASES = frozenset({"tiny-minilm-apps-prior"})  # SubwordSettings.semantic_prior
 # The sub-word bases that also read the encoder's contextual states (SubwordSettings.context_states),
@@ -343,7 +355,8 @@ def policy_config_for(
     embeddings ("tiny-minilm": ``SubwordSettings``; "tiny-minilm-words": one position per word;
     "tiny-minilm-sem": the same with its semantic match feature; "tiny-minilm-apps": that feature
     on SimDroid's app icons alone, with "-prior" and "-margin" variants; "tiny-minilm-controls": the
-    app icons and the labels on the routes to SimDroid's controls; "tiny-minilm-ctx": the same
+    app icons and the labels on the routes to SimDroid's controls, "tiny-minilm-words-controls" the
+    same one position per word; "tiny-minilm-ctx": the same
     reading the encoder's contextual token states), a causal LM
     adapted with LoRA ("smollm2" names the packaged SmolLM2), or a vision-language model (a folder whose config has a ``vision_config``:
     generative, reading the screenshot, LoRA on its text decoder); ``seed`` also seeds the sampler.

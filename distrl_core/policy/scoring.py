@@ -168,12 +168,29 @@ def pool_by_word(
 def whole_words(drop: torch.Tensor, word_of: torch.Tensor) -> torch.Tensor:
     """(N, L) ``drop`` made word-wise: each token takes its word's first token's draw, so a pooled
     word is dropped whole (its first token's flag set the probability, as for a word-level model)."""
-    first = torch.ones_like(drop)
-    first[:, 1:] = word_of[:, 1:] != word_of[:, :-1]  # (N, L) a word's first token
+    first = _first_tokens(word_of)  # (N, L)
     words = int(word_of.max()) + 1
     dropped = torch.zeros(drop.shape[0], words, dtype=torch.long, device=drop.device)
     dropped.scatter_add_(1, word_of, (drop & first).long())  # (N, W + 1) one draw per word
     return dropped.gather(1, word_of) > 0
+
+
+def _first_tokens(word_of: torch.Tensor) -> torch.Tensor:
+    """(N, L) bool: whether each token (``word_of`` (N, L)) is its word's first."""
+    first = torch.ones_like(word_of, dtype=torch.bool)
+    first[:, 1:] = word_of[:, 1:] != word_of[:, :-1]
+    return first
+
+
+def first_piece_values(
+    values: torch.Tensor,  # (N, L) one per token
+    word_of: torch.Tensor,  # (N, L) each token's word in [0, W); W at padding
+    words: int,  # W
+) -> torch.Tensor:  # (N, W): each word's first token's value, 0 where a row has no such word
+    spare = torch.full_like(word_of, words)  # where a word's later pieces go, then dropped
+    slot = torch.where(_first_tokens(word_of), word_of, spare)  # (N, L)
+    out = values.new_zeros(values.shape[0], words + 1)
+    return out.scatter_(1, slot, values)[:, :words]
 
 
 # The forward and the padding the scores use, for a loss that reads the same states
@@ -310,8 +327,9 @@ def _score_padded(parts: ActingParts, encoded: Sequence[EncodedStep]) -> ScoredS
     )
     scores = parts.heads.candidate_scores(hidden, starts, ends)  # (N, K)
     if parts.heads.semantic_prior is not None and semantic is not None:
-        # The index of a candidate's first token: its element's (NEUTRAL outside the elements).
-        scores = scores + parts.heads.semantic_prior(semantic.gather(1, starts)).squeeze(-1)
+        # The index of a candidate's first position: its element's (NEUTRAL outside the elements).
+        at = semantic if word_of is None else first_piece_values(semantic, word_of, hidden.shape[1])
+        scores = scores + parts.heads.semantic_prior(at.gather(1, starts)).squeeze(-1)
     scores = scores / parts.config.temperature
 
     rows = torch.arange(len(encoded), device=device)

@@ -75,7 +75,9 @@ class SubwordSettings:
       instead of one per piece: SimDroid's prompts split into ~25 % more pieces than words, and
       attention's cost grows with the square of the positions. An unseen word keeps its pieces'
       pretrained meaning (their mean). False (the default): one position per piece, bit for bit as
-      before; base "tiny-minilm-words" turns it on.
+      before; base "tiny-minilm-words" turns it on, "tiny-minilm-words-controls" with the semantic
+      feature along the routes (every piece of an element's word carries the element's index, so
+      the pooled word carries it too; the prior reads a word's first piece's).
     - ``pooled_norm``: a pooled word's mean times the square root of its piece count, so a word of
       k pieces (whose mean shrinks about as 1/sqrt(k): the pieces point different ways) keeps one
       piece's scale beside the match flags; base "tiny-minilm-words-norm".
@@ -133,10 +135,10 @@ class SubwordSettings:
             )
         if self.pooled_norm and not self.pool_words:
             raise ValueError("SubwordSettings.pooled_norm scales pooled words: set pool_words=True too")
-        if self.pool_words and (self.semantic_match or self.context_states):
+        if self.pool_words and self.context_states:
             raise ValueError(
-                "SubwordSettings.pool_words reads one position per word; the semantic match feature and the "
-                "contextual states are placed per word piece: turn pool_words off, or both of them"
+                "SubwordSettings.pool_words reads one position per word; the contextual states are placed per "
+                "word piece: turn pool_words or context_states off"
             )
         if not self.source:
             raise ValueError(
