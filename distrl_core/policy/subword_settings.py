@@ -80,7 +80,8 @@ class SubwordSettings:
       the pooled word carries it too; the prior reads a word's first piece's).
     - ``pooled_norm``: a pooled word's mean times the square root of its piece count, so a word of
       k pieces (whose mean shrinks about as 1/sqrt(k): the pieces point different ways) keeps one
-      piece's scale beside the match flags; base "tiny-minilm-words-norm".
+      piece's scale beside the match flags (and beside it the semantic index's embedding, which
+      then scales alike); base "tiny-minilm-words-norm".
     """
 
     source: str
