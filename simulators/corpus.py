@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from distrl_core.envs.actions import ActionKind
+from distrl_core.envs.actions import ActionKind, to_pixels
 from distrl_core.policy.candidates import build_candidates
 from distrl_core.policy.subword_settings import PATH_SEPARATOR
 from distrl_core.policy.tokenizer import split_words
@@ -18,6 +18,7 @@ from distrl_core.policy.vocabulary import (
     APP_LABELS_PATH,
     CONTROL_PATHS_PATH,
     CORPUS_SPLITS,
+    VALUE_PATHS_PATH,
     VOCABULARY_DIR,
     vocabulary_path,
 )
@@ -71,6 +72,46 @@ _CONTROL_TASKS: tuple[tuple[str, dict[str, Any]], ...] = (
 )
 
 
+def _expert_route(env: SimDroidEnv, kind: str, params: dict[str, Any]) -> tuple[list[str], str | None]:
+    """The labels the scripted expert taps from the launcher on for one task, up to its first action
+    that is not a tap on a labelled element (a dialog's dismissal is not a step); and the label of
+    the control that action gives a value to, if any: the field last tapped when it types into an
+    editable one, the element under the point when it taps one at a point (a slider)."""
+    task = make_task(f"{kind} {params}", kind, params)
+    observation = env.reset(task, seed=0)
+    labels: list[str] = []
+    tapped = None
+    for _ in range(task.horizon):
+        dialog = env.device.state.dialog is not None
+        action = expert_action(env, task)
+        if not dialog:
+            element = observation.elements[action.index] if action.index is not None else None
+            if action.kind == ActionKind.TAP and element is not None and element.label:
+                labels.append(element.label)
+                tapped = element
+                observation = env.step(action).observation
+                continue
+            if action.kind == ActionKind.TYPE and tapped is not None and tapped.editable:
+                return labels, tapped.label
+            if action.kind == ActionKind.TAP and action.point is not None:
+                x, y = to_pixels(action.point, observation.screen_size)
+                under = [
+                    e
+                    for e in observation.elements
+                    if e.label and e.bounds[0] <= x < e.bounds[2] and e.bounds[1] <= y < e.bounds[3]
+                ]
+                # A slider's text is its value ("85%"): it is called by its description.
+                return labels, (under[-1].content_desc or under[-1].label) if under else None
+            return labels, None
+        observation = env.step(action).observation
+    return labels, None
+
+
+def _routes() -> list[tuple[list[str], str | None]]:
+    env = SimDroidEnv(SimDroidEnvConfig(device=SimDroidConfig(distractor_prob=0.0), screenshots=False))
+    return [_expert_route(env, kind, params) for kind, params in _CONTROL_TASKS]
+
+
 def control_paths() -> list[str]:
     """The routes to SimDroid's controls, as base "tiny-minilm-controls"'s feature reads them
     (``SubwordSettings.semantic_paths``): for one task per control, the labels of the elements the
@@ -78,23 +119,27 @@ def control_paths() -> list[str]:
     labelled element (typing, a slider's point, ``status``); a dialog's dismissal is not a step.
     "Settings > Network & internet > Wi-Fi", "Clock > Add alarm", "Settings > Display" (the
     slider is tapped at a point)."""
-    env = SimDroidEnv(SimDroidEnvConfig(device=SimDroidConfig(distractor_prob=0.0), screenshots=False))
     paths: list[str] = []
-    for kind, params in _CONTROL_TASKS:
-        task = make_task(f"{kind} {params}", kind, params)
-        observation = env.reset(task, seed=0)
-        labels: list[str] = []
-        for _ in range(task.horizon):
-            dialog = env.device.state.dialog is not None
-            action = expert_action(env, task)
-            if not dialog:
-                label = observation.elements[action.index].label if action.index is not None else ""
-                if action.kind != ActionKind.TAP or not label:
-                    break
-                labels.append(label)
-            observation = env.step(action).observation
+    for labels, _ in _routes():
         path = PATH_SEPARATOR.join(labels)
         if len(labels) > 1 and path not in paths:
+            paths.append(path)
+    return paths
+
+
+def value_paths() -> list[str]:
+    """The routes that end at a control taking a value (``SubwordSettings.semantic_value_paths``,
+    base "tiny-minilm-words-values"): the expert's route, through the control its next action types
+    into or taps at a point. "Settings > Display > Brightness" (the slider), "Chrome > Search or
+    type web address" (the field it tapped, then typed into). An alarm's route is not one: its time
+    is typed into the dialog that "Add alarm" opens, not into "Add alarm"."""
+    paths: list[str] = []
+    for labels, control in _routes():
+        if control is None:
+            continue
+        route = labels if labels and labels[-1] == control else [*labels, control]
+        path = PATH_SEPARATOR.join(route)
+        if len(route) > 1 and path not in paths:
             paths.append(path)
     return paths
 
@@ -106,6 +151,7 @@ def main(argv: list[str] | None = None) -> None:
     files = {vocabulary_path(split): "\n".join(corpus_words(split)) + "\n" for split in CORPUS_SPLITS}
     files[APP_LABELS_PATH] = "\n".join(app.name for app in APPS) + "\n"
     files[CONTROL_PATHS_PATH] = "\n".join(control_paths()) + "\n"
+    files[VALUE_PATHS_PATH] = "\n".join(value_paths()) + "\n"
     for path, text in files.items():
         if args.write:
             path.write_text(text, encoding="utf-8")

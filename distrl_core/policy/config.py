@@ -5,6 +5,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
+from distrl_core.policy.bases import (
+    APP_MARGINS,
+    APP_SCOPED_BASES,
+    CONTEXT_SCALES,
+    CONTEXT_STATE_BASES,
+    CONTROL_PATH_BASES,
+    SEMANTIC_MATCH_BASES,
+    SEMANTIC_PRIOR_BASES,
+    SUBWORD_BASES,
+    VALUE_PATH_BASES,
+    WORD_POOLING_BASES,
+)
 from distrl_core.policy.subword_settings import SubwordSettings
 
 __all__ = [
@@ -27,63 +39,6 @@ Vocabulary = Literal["train", "fit", "fit_words", "fit_unseen"]
 VOCABULARIES: tuple[str, ...] = get_args(Vocabulary)
 CandidateReading = Literal["pooled", "spans"]
 CANDIDATE_READINGS: tuple[str, ...] = get_args(CandidateReading)
-# Short base names that build the tiny model on a packaged encoder's sub-words -> that encoder's name.
-SUBWORD_BASES = dict.fromkeys(
-    (
-        "tiny-minilm",
-        "tiny-minilm-words",
-        "tiny-minilm-words-norm",
-        "tiny-minilm-sem",
-        "tiny-minilm-apps",
-        "tiny-minilm-apps-prior",
-        "tiny-minilm-apps-margin",
-        "tiny-minilm-controls",
-        "tiny-minilm-words-controls",
-        "tiny-minilm-ctx",
-        "tiny-minilm-ctx-seg",
-        "tiny-minilm-ctx-small",
-    ),
-    "minilm",
-)
-# The sub-word bases that read one position per word (SubwordSettings.pool_words) -> pooled_norm.
-WORD_POOLING_BASES = {
-    "tiny-minilm-words": False,
-    "tiny-minilm-words-norm": True,
-    "tiny-minilm-words-controls": False,
-}
-# The sub-word bases that also read the semantic match feature (SubwordSettings.semantic_match).
-SEMANTIC_MATCH_BASES = frozenset(
-    {
-        "tiny-minilm-sem",
-        "tiny-minilm-apps",
-        "tiny-minilm-apps-prior",
-        "tiny-minilm-apps-margin",
-        "tiny-minilm-controls",
-        "tiny-minilm-words-controls",
-    }
-)
-# ... of them, those whose feature scores SimDroid's app icons (SubwordSettings.semantic_labels) ...
-APP_SCOPED_BASES = frozenset(
-    {
-        "tiny-minilm-apps",
-        "tiny-minilm-apps-prior",
-        "tiny-minilm-apps-margin",
-        "tiny-minilm-controls",
-        "tiny-minilm-words-controls",
-    }
-)
-# ... and, of those, the ones that also follow the routes to its controls (SubwordSettings.semantic_paths).
-CONTROL_PATH_BASES = frozenset({"tiny-minilm-controls", "tiny-minilm-words-controls"})
-APP_MARGINS = {"tiny-minilm-apps-margin": 0.05}  # SubwordSettings.semantic_margin of a base, else 0
-SEMANTIC_PRIOR_BASES = frozenset({"tiny-minilm-apps-prior"})  # SubwordSettings.semantic_prior
-# The sub-word bases that also read the encoder's contextual states (SubwordSettings.context_states),
-# and how a dropped word takes them away (SubwordSettings.context_dropout).
-CONTEXT_STATE_BASES = {
-    "tiny-minilm-ctx": "token",
-    "tiny-minilm-ctx-seg": "segment",
-    "tiny-minilm-ctx-small": "token",
-}
-CONTEXT_SCALES = {"tiny-minilm-ctx-small": 0.1}  # SubwordSettings.context_scale of a base, else 1
 TINY_BASE = "tiny"  # the name of the default (base=None): the tiny model on its own word vocabulary
 
 
@@ -356,7 +311,8 @@ def policy_config_for(
     "tiny-minilm-sem": the same with its semantic match feature; "tiny-minilm-apps": that feature
     on SimDroid's app icons alone, with "-prior" and "-margin" variants; "tiny-minilm-controls": the
     app icons and the labels on the routes to SimDroid's controls, "tiny-minilm-words-controls" the
-    same one position per word; "tiny-minilm-ctx": the same
+    same one position per word, "tiny-minilm-words-values" that with the routes to a control taking
+    a value read without the value; "tiny-minilm-ctx": the same
     reading the encoder's contextual token states), a causal LM
     adapted with LoRA ("smollm2" names the packaged SmolLM2), or a vision-language model (a folder whose config has a ``vision_config``:
     generative, reading the screenshot, LoRA on its text decoder); ``seed`` also seeds the sampler.
@@ -374,7 +330,7 @@ def policy_config_for(
             )
         return PolicyConfig(device=device, seed=seed, tiny=TinyModelConfig(seed=seed), vocabulary=vocabulary)
     from distrl_core.policy.pretrained import is_encoder_folder, is_vision_folder, resolve_base
-    from distrl_core.policy.vocabulary import app_labels, control_paths
+    from distrl_core.policy.vocabulary import app_labels, control_paths, value_paths
 
     if base.lower() in SUBWORD_BASES:
         if encoder_options:
@@ -394,6 +350,7 @@ def policy_config_for(
         margin = APP_MARGINS.get(base.lower(), 0.0)
         labels = app_labels() if base.lower() in APP_SCOPED_BASES else ()
         paths = control_paths() if base.lower() in CONTROL_PATH_BASES else ()
+        values = value_paths() if base.lower() in VALUE_PATH_BASES else ()
         subwords = SubwordSettings(
             source,
             context_dropout=context or "token",
@@ -401,6 +358,7 @@ def policy_config_for(
             semantic_labels=labels,
             semantic_margin=margin,
             semantic_paths=paths,
+            semantic_value_paths=values,
             **flags,
         )
         return PolicyConfig(device=device, seed=seed, tiny=tiny, vocabulary=vocabulary, subwords=subwords)

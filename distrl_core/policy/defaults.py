@@ -76,6 +76,11 @@ def describe_defaults(config: PolicyConfig) -> str:
             where = f"its {len(scope)} app names on a launcher" if scope else "every screen element"
             if config.subwords.semantic_paths:
                 where += f" and the labels on the routes to {len(config.subwords.semantic_paths)} controls"
+            if config.subwords.semantic_value_paths:
+                where += (
+                    f" ({len(config.subwords.semantic_value_paths)} of them, to a control taking a value,"
+                    " read without the value)"
+                )
             kind += f", with the encoder's similarity of {where} to the instruction"
     if config.vision:
         kind += " (vision-language: reads the screenshot, writes the action)"

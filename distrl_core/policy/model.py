@@ -311,6 +311,7 @@ class Policy:
             len(step.input_ids),
             subwords.semantic_scope(),
             subwords.semantic_margin,
+            subwords.semantic_values(),
         )
         return dataclasses.replace(step, semantic=semantic)
 

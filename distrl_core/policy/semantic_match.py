@@ -36,6 +36,7 @@ the encoder loaded once per process and again only when its folder changes.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -45,6 +46,7 @@ from typing import Any
 import torch
 
 from distrl_core.policy.backbone import FrozenEncoders, resolve_checkpoint_dir
+from distrl_core.policy.candidates import instruction_spans
 
 __all__ = [
     "BINS",
@@ -56,11 +58,13 @@ __all__ = [
     "EmbeddingCache",
     "cosine_similarities",
     "embedding_cache",
+    "instruction_without_values",
     "scoped_indices",
     "semantic_indices",
     "similarity_bins",
     "similarity_indices",
     "step_semantic",
+    "value_similarities",
 ]
 
 # Bin edges of the cosine similarity: < 0.1, [0.1, 0.2), ..., [0.6, 0.7), >= 0.7 (8 bins).
@@ -153,6 +157,33 @@ def scoped_indices(
     return torch.tensor(
         [index_of.get(label.casefold(), NEUTRAL) for label in element_labels], dtype=torch.long
     )
+
+
+# The instruction's spans that are a value to put into a control rather than words about which one:
+# ``candidates.instruction_spans``'s quoted text, web addresses and search queries (times are left:
+# an alarm's route ends at a button, not at the field the time is typed into).
+VALUE_SPAN_KINDS = frozenset({"text", "address", "query"})
+
+
+def instruction_without_values(instruction: str) -> str:
+    """The instruction less the values it would type (``VALUE_SPAN_KINDS``), whitespace collapsed:
+    "google best ramen in tokyo" -> "google". The instruction itself where nothing is left."""
+    out = instruction
+    spans = sorted(
+        (text for kind, text in instruction_spans(instruction) if kind in VALUE_SPAN_KINDS), key=len
+    )
+    for span in reversed(spans):  # the longest first: a shorter span may lie inside it
+        quoted = rf"(?:\"{re.escape(span)}\"|'{re.escape(span)}')"
+        out = re.sub(quoted, " ", out, flags=re.IGNORECASE)
+        out = re.sub(re.escape(span), " ", out, flags=re.IGNORECASE)
+    return " ".join(out.split()) or instruction
+
+
+def value_similarities(full: torch.Tensor, without: torch.Tensor, values: Sequence[bool]) -> torch.Tensor:
+    """Each path's similarity (P,): ``without`` (P,), the instruction's less its values, for the
+    paths flagged in ``values`` (P booleans: a route to a control that takes a value), ``full``
+    (P,) for the rest."""
+    return torch.where(torch.tensor(list(values), dtype=torch.bool), without, full)
 
 
 def semantic_indices(length: int, spans: Sequence[tuple[int, int]], indices: torch.Tensor) -> tuple[int, ...]:
@@ -254,12 +285,17 @@ def step_semantic(
     length: int,
     scope: Sequence[Sequence[str]] = (),
     margin: float = 0.0,
+    values: Sequence[bool] = (),
 ) -> tuple[int, ...]:
     """The semantic indices (one per token, ``length`` of them) of a prompt whose screen elements are
     ``elements`` ((first, end, label), ``EncodedStep.elements``), under the encoder at ``source``.
     With a ``scope`` (paths: ``SubwordSettings.semantic_scope``) only the elements labelled along
     them are scored (:func:`scoped_indices`), and "most similar" is among the whole scope, marked
-    only with a lead of ``margin`` (``SubwordSettings.semantic_margin``)."""
+    only with a lead of ``margin`` (``SubwordSettings.semantic_margin``). ``values`` (one per path,
+    or empty: none) flags the routes to controls that take a value (``SubwordSettings.
+    semantic_value_paths``), whose last label is compared with :func:`instruction_without_values`:
+    what is to be typed says nothing about where to type it ("google best ramen in tokyo" is about
+    as like Translate as like Chrome's address bar; "google" is like the bar)."""
     if not elements:
         return (NEUTRAL,) * length
     labels = [label for _, _, label in elements]
@@ -268,6 +304,9 @@ def step_semantic(
         leaves = [path[-1] for path in scope]
         vectors = embedding_cache().embed(source, [instruction, *leaves])  # (1 + P, E)
         similarities = cosine_similarities(vectors[0], vectors[1:])  # (P,)
+        if any(values):
+            without = embedding_cache().embed(source, [instruction_without_values(instruction)])[0]  # (E,)
+            similarities = value_similarities(similarities, cosine_similarities(without, vectors[1:]), values)
         return semantic_indices(length, spans, scoped_indices(labels, scope, similarities, margin))
     vectors = embedding_cache().embed(source, [instruction, *labels])  # (1 + K, E)
     similarities = cosine_similarities(vectors[0], vectors[1:])  # (K,)

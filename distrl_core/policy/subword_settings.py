@@ -61,6 +61,15 @@ class SubwordSettings:
       feature says where to go at every step of a switch instruction, not only which app. Empty
       (the default): apps alone, as before. Base "tiny-minilm-controls" sets SimDroid's
       (``vocabulary.control_paths``); for a real device, its Settings index.
+    - ``semantic_value_paths``: with ``semantic_labels``, routes (as ``semantic_paths``) that end at
+      a control taking a value: a text field typed into, a slider tapped at a point. They join the
+      scope (once, if also in ``semantic_paths``), and their last label is compared with the
+      instruction less the values it names (its query, quoted text, web address:
+      ``semantic_match.instruction_without_values``), because what is typed says nothing about where:
+      "google best ramen in tokyo" is as like Translate as like Chrome's address bar, "google" alone
+      is like the bar. Empty (the default): every route is compared with the whole instruction.
+      Base "tiny-minilm-words-values" sets SimDroid's (``vocabulary.value_paths``: Chrome's address
+      bar, the brightness slider).
     - ``context_states``: also add a trained map (zero at first) of the frozen encoder's
       contextual token states to the inputs (``policy.context_states``: its trunk reads each prompt
       segment alone, cached per text), so a word arrives as read in its phrase. False (the default):
@@ -97,26 +106,46 @@ class SubwordSettings:
     semantic_prior: bool = False
     semantic_margin: float = 0.0
     semantic_paths: tuple[str, ...] = ()
+    semantic_value_paths: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.semantic_labels = tuple(self.semantic_labels)  # a saved config's JSON holds a list
         self.semantic_paths = tuple(self.semantic_paths)
+        self.semantic_value_paths = tuple(self.semantic_value_paths)
+
+    def _routes(self) -> tuple[str, ...]:
+        return self.semantic_paths + tuple(
+            p for p in self.semantic_value_paths if p not in self.semantic_paths
+        )
 
     def semantic_scope(self) -> tuple[tuple[str, ...], ...]:
         """The feature's paths: each app name alone, then each control's labels from its app on."""
-        controls = tuple(tuple(path.split(PATH_SEPARATOR)) for path in self.semantic_paths)
+        controls = tuple(tuple(path.split(PATH_SEPARATOR)) for path in self._routes())
         return tuple((label,) for label in self.semantic_labels) + controls
 
+    def semantic_values(self) -> tuple[bool, ...]:
+        """One flag per path of :meth:`semantic_scope`: a route to a control that takes a value;
+        empty when no route does (the feature then compares every path with the whole instruction)."""
+        if not self.semantic_value_paths:
+            return ()
+        values = set(self.semantic_value_paths)
+        return (False,) * len(self.semantic_labels) + tuple(path in values for path in self._routes())
+
     def _check_paths(self) -> None:
-        for path in self.semantic_paths:
+        if self.semantic_value_paths and not self.semantic_labels:
+            raise ValueError(
+                "SubwordSettings.semantic_value_paths are routes of the scoped feature: set semantic_labels too"
+            )
+        for path in self._routes():
             labels = path.split(PATH_SEPARATOR)
             if (
                 len(labels) < 2
                 or not all(label.strip() for label in labels)
                 or labels[0] not in self.semantic_labels
             ):
+                field = "semantic_paths" if path in self.semantic_paths else "semantic_value_paths"
                 raise ValueError(
-                    f"SubwordSettings.semantic_paths entry {path!r}: want an app of semantic_labels and the "
+                    f"SubwordSettings.{field} entry {path!r}: want an app of semantic_labels and the "
                     f"labels tapped from it to a control, joined by {PATH_SEPARATOR!r} (e.g. 'Settings > "
                     "Display > Dark theme')"
                 )

@@ -191,7 +191,8 @@ def tiny_base_salt(config: PolicyConfig, tokenizer: Any) -> str:
     onto another encoder's similarities or states (the trunk is not saved with a version). Without
     either the salt is what it always was, so earlier versions keep their hashes. Word pooling
     (``SubwordSettings.pool_words``) adds its name: pooled and unpooled models never share a hash;
-    the semantic feature's scope (``SubwordSettings.semantic_labels``, ``semantic_paths``) its digest."""
+    the semantic feature's scope (``SubwordSettings.semantic_labels``, ``semantic_paths``,
+    ``semantic_value_paths``) its digest."""
     salt = repr(len(tokenizer))
     subwords = config.subwords
     if subwords is not None and (subwords.semantic_match or subwords.context_states):
@@ -205,5 +206,7 @@ def tiny_base_salt(config: PolicyConfig, tokenizer: Any) -> str:
         scope = json.dumps([subwords.semantic_labels, margin] if margin else subwords.semantic_labels)
         if subwords.semantic_paths:  # only when set, so app-only scopes keep their hashes
             scope += json.dumps(subwords.semantic_paths)
+        if subwords.semantic_value_paths:  # likewise: routes read without the values keep theirs
+            scope += " values " + json.dumps(subwords.semantic_value_paths)
         salt += f" scope {hashlib.sha256(scope.encode()).hexdigest()[:16]}"
     return salt

@@ -14,9 +14,11 @@ __all__ = [
     "APP_LABELS_PATH",
     "CONTROL_PATHS_PATH",
     "CORPUS_SPLITS",
+    "VALUE_PATHS_PATH",
     "VOCABULARY_DIR",
     "app_labels",
     "control_paths",
+    "value_paths",
     "vocabulary_path",
     "vocabulary_words",
 ]
@@ -31,6 +33,9 @@ APP_LABELS_PATH = VOCABULARY_DIR / "app_labels.txt"
 # The routes to SimDroid's controls, one a line ("Settings > Network & internet > Wi-Fi"): the paths
 # of base "tiny-minilm-controls"'s feature (``SubwordSettings.semantic_paths``).
 CONTROL_PATHS_PATH = VOCABULARY_DIR / "control_paths.txt"
+# Those that end at a control taking a value (a field typed into, a slider), through it: base
+# "tiny-minilm-words-values"'s ``SubwordSettings.semantic_value_paths``.
+VALUE_PATHS_PATH = VOCABULARY_DIR / "value_paths.txt"
 
 
 def vocabulary_path(split: str) -> Path:
@@ -46,9 +51,18 @@ def vocabulary_words(split: str = "train") -> tuple[str, ...]:
 
 def app_labels() -> tuple[str, ...]:
     """SimDroid's app names in launcher order, as ``python -m simulators.corpus --write`` wrote them."""
-    return tuple(line for line in APP_LABELS_PATH.read_text(encoding="utf-8").splitlines() if line)
+    return _lines(APP_LABELS_PATH)
+
+
+def _lines(path: Path) -> tuple[str, ...]:
+    return tuple(line for line in path.read_text(encoding="utf-8").splitlines() if line)
 
 
 def control_paths() -> tuple[str, ...]:
     """The routes to SimDroid's controls, as ``python -m simulators.corpus --write`` wrote them."""
-    return tuple(line for line in CONTROL_PATHS_PATH.read_text(encoding="utf-8").splitlines() if line)
+    return _lines(CONTROL_PATHS_PATH)
+
+
+def value_paths() -> tuple[str, ...]:
+    """The routes to SimDroid's controls that take a value, as ``simulators.corpus --write`` wrote them."""
+    return _lines(VALUE_PATHS_PATH)

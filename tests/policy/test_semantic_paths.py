@@ -13,7 +13,7 @@ import torch
 from distrl_core.policy import Policy, load_policy, save_policy
 from distrl_core.policy import semantic_match as sm
 from distrl_core.policy.config import SubwordSettings, policy_config_for
-from distrl_core.policy.vocabulary import CONTROL_PATHS_PATH, app_labels, control_paths
+from distrl_core.policy.vocabulary import CONTROL_PATHS_PATH, app_labels, control_paths, value_paths
 from tests.policy.subword_encoder import small_subword_config, write_small_encoder
 
 SCOPE = (
@@ -177,3 +177,8 @@ def test_tiny_minilm_controls_reads_simdroid_s_routes(encoder_dir, monkeypatch):
     assert f"routes to {len(control_paths())} controls" in describe_defaults(config)
     apps = policy_config_for("tiny-minilm-apps", 2).subwords
     assert apps is not None and apps.semantic_paths == ()
+    values = policy_config_for("tiny-minilm-words-values", 2, "fit_unseen")
+    assert values.subwords is not None and values.subwords.pool_words
+    assert values.subwords.semantic_value_paths == value_paths()
+    assert values.subwords.semantic_paths == control_paths() and config.subwords.semantic_value_paths == ()
+    assert f"{len(value_paths())} of them, to a control taking a value" in describe_defaults(values)
