@@ -72,9 +72,10 @@ _CONTROL_TASKS: tuple[tuple[str, dict[str, Any]], ...] = (
 )
 
 
-def _expert_route(env: SimDroidEnv, kind: str, params: dict[str, Any]) -> tuple[list[str], str | None]:
+def expert_route(env: SimDroidEnv, kind: str, params: dict[str, Any]) -> tuple[list[str], str | None]:
     """The labels the scripted expert taps from the launcher on for one task, up to its first action
-    that is not a tap on a labelled element (a dialog's dismissal is not a step); and the label of
+    that is not a tap on a labelled element (a dialog's dismissal and a swipe to the launcher's next
+    page are not steps); and the label of
     the control that action gives a value to, if any: the field last tapped when it types into an
     editable one, the element under the point when it taps one at a point (a slider)."""
     task = make_task(f"{kind} {params}", kind, params)
@@ -84,7 +85,7 @@ def _expert_route(env: SimDroidEnv, kind: str, params: dict[str, Any]) -> tuple[
     for _ in range(task.horizon):
         dialog = env.device.state.dialog is not None
         action = expert_action(env, task)
-        if not dialog:
+        if not dialog and action.kind != ActionKind.SWIPE:  # paging the launcher leads nowhere by itself
             element = observation.elements[action.index] if action.index is not None else None
             if action.kind == ActionKind.TAP and element is not None and element.label:
                 labels.append(element.label)
@@ -109,7 +110,7 @@ def _expert_route(env: SimDroidEnv, kind: str, params: dict[str, Any]) -> tuple[
 
 def _routes() -> list[tuple[list[str], str | None]]:
     env = SimDroidEnv(SimDroidEnvConfig(device=SimDroidConfig(distractor_prob=0.0), screenshots=False))
-    return [_expert_route(env, kind, params) for kind, params in _CONTROL_TASKS]
+    return [expert_route(env, kind, params) for kind, params in _CONTROL_TASKS]
 
 
 def control_paths() -> list[str]:

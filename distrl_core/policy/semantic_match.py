@@ -59,6 +59,7 @@ __all__ = [
     "cosine_similarities",
     "embedding_cache",
     "instruction_without_values",
+    "path_similarities",
     "scoped_indices",
     "semantic_indices",
     "similarity_bins",
@@ -278,6 +279,20 @@ def embedding_cache() -> EmbeddingCache:
     return _CACHE
 
 
+def path_similarities(
+    source: str, instruction: str, scope: Sequence[Sequence[str]], values: Sequence[bool] = ()
+) -> torch.Tensor:
+    """(P,) each path's last label's cosine similarity to the instruction under the encoder at
+    ``source``; for the paths ``values`` flags, to :func:`instruction_without_values`."""
+    leaves = [path[-1] for path in scope]
+    vectors = embedding_cache().embed(source, [instruction, *leaves])  # (1 + P, E)
+    similarities = cosine_similarities(vectors[0], vectors[1:])  # (P,)
+    if any(values):
+        without = embedding_cache().embed(source, [instruction_without_values(instruction)])[0]  # (E,)
+        similarities = value_similarities(similarities, cosine_similarities(without, vectors[1:]), values)
+    return similarities
+
+
 def step_semantic(
     source: str,
     instruction: str,
@@ -301,12 +316,7 @@ def step_semantic(
     labels = [label for _, _, label in elements]
     spans = [(first, end) for first, end, _ in elements]
     if scope:
-        leaves = [path[-1] for path in scope]
-        vectors = embedding_cache().embed(source, [instruction, *leaves])  # (1 + P, E)
-        similarities = cosine_similarities(vectors[0], vectors[1:])  # (P,)
-        if any(values):
-            without = embedding_cache().embed(source, [instruction_without_values(instruction)])[0]  # (E,)
-            similarities = value_similarities(similarities, cosine_similarities(without, vectors[1:]), values)
+        similarities = path_similarities(source, instruction, scope, values)  # (P,)
         return semantic_indices(length, spans, scoped_indices(labels, scope, similarities, margin))
     vectors = embedding_cache().embed(source, [instruction, *labels])  # (1 + K, E)
     similarities = cosine_similarities(vectors[0], vectors[1:])  # (K,)
