@@ -99,7 +99,7 @@ class TrainLocalParams(BaseModel):
         "Face folder (`distrl pretrained` prepares both; a vision-language one, whose config has a vision_config, "
         "reads the screenshots, which the collectors then store); learning rates and micro-batches follow from it "
         "(printed). None or 'tiny': the tiny default on its own word vocabulary (`distrl demo` defaults to "
-        "'tiny-minilm-controls', and to 'tiny-minilm' with --family webshop).",
+        "'tiny-minilm-words-values', and to 'tiny-minilm' with --family webshop).",
     )
     encoder_layers: int | None = Field(
         None,

@@ -141,7 +141,7 @@ def test_demo_and_train_local_take_a_family_with_the_demo_defaults() -> None:
     from ops.cli import _parse
     from ops.cli_flows import demo_params
 
-    for family, base in (("general", "tiny-minilm-controls"), ("webshop", "tiny-minilm")):
+    for family, base in (("general", "tiny-minilm-words-values"), ("webshop", "tiny-minilm")):
         params = demo_params(_parse(["demo", "--family", family]))
         assert (params.family, params.base, params.paraphrase) == (family, base, 0.8)
         given = _parse(["demo", "--family", family, "--paraphrase", "0.3", "--base", "tiny"])

@@ -168,12 +168,12 @@ def test_tiny_minilm_is_chosen_as_bases_are_from_the_demo_to_the_policy(encoder_
         TrainLocalParams(base="tiny-minilm", encoder_layers=1)
 
 
-def test_the_demo_defaults_to_tiny_minilm_controls_and_base_tiny_is_the_word_vocabulary_model():
+def test_the_demo_defaults_to_tiny_minilm_words_values_and_base_tiny_is_the_word_vocabulary_model():
     from ops.cli import _parse
     from ops.cli_flows import demo_params
 
     demo = _parse(["demo", "--seed", "1"])
-    assert demo_params(demo).base == "tiny-minilm-controls"  # `distrl demo`'s own default
+    assert demo_params(demo).base == "tiny-minilm-words-values"  # `distrl demo`'s own default
     train_local = _parse(["train-local"])
     assert train_local.options.build(train_local).base is None  # the flows keep the tiny default
     old = _parse(["demo", "--base", "tiny"])
