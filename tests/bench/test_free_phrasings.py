@@ -23,8 +23,10 @@ DEV_APPS = ROOT / "bench" / "data" / "free_phrasings_dev_apps.jsonl"
 # The only code that may name the phrasings file (docs and results may).
 READERS = {
     "bench/free_phrasings.py",
+    "bench/semantic_routes.py",  # reads the development files; refuses the held-back one (its test)
     "bench/typing_candidates.py",
     "tests/bench/test_free_phrasings.py",
+    "tests/bench/test_semantic_routes.py",
     "tests/bench/test_typing_candidates.py",
     "tests/envs/test_free_text.py",
 }
