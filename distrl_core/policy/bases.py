@@ -42,36 +42,23 @@ WORD_POOLING_BASES = {
     "tiny-minilm-words-controls": False,
     "tiny-minilm-words-values": False,
 }
-# The sub-word bases that also read the semantic match feature (SubwordSettings.semantic_match).
-SEMANTIC_MATCH_BASES = frozenset(
-    {
-        "tiny-minilm-sem",
-        "tiny-minilm-apps",
-        "tiny-minilm-apps-prior",
-        "tiny-minilm-apps-margin",
-        "tiny-minilm-controls",
-        "tiny-minilm-words-controls",
-        "tiny-minilm-words-values",
-    }
-)
-# ... of them, those whose feature scores SimDroid's app icons (SubwordSettings.semantic_labels) ...
-APP_SCOPED_BASES = frozenset(
-    {
-        "tiny-minilm-apps",
-        "tiny-minilm-apps-prior",
-        "tiny-minilm-apps-margin",
-        "tiny-minilm-controls",
-        "tiny-minilm-words-controls",
-        "tiny-minilm-words-values",
-    }
-)
-# ... and, of those, the ones that also follow the routes to its controls (SubwordSettings.semantic_paths).
+# The sub-word bases whose semantic feature follows the routes to the device's controls
+# (SubwordSettings.semantic_paths) ...
 CONTROL_PATH_BASES = frozenset(
     {"tiny-minilm-controls", "tiny-minilm-words-controls", "tiny-minilm-words-values"}
 )
 # ... and, of those, the ones whose routes to a control taking a value read the instruction less the
 # value (SubwordSettings.semantic_value_paths).
 VALUE_PATH_BASES = frozenset({"tiny-minilm-words-values"})
+# The sub-word bases whose feature scores SimDroid's app icons (SubwordSettings.semantic_labels): the
+# route bases and the app-only ones.
+APP_SCOPED_BASES = CONTROL_PATH_BASES | {
+    "tiny-minilm-apps",
+    "tiny-minilm-apps-prior",
+    "tiny-minilm-apps-margin",
+}
+# The sub-word bases that read the semantic match feature at all (SubwordSettings.semantic_match).
+SEMANTIC_MATCH_BASES = APP_SCOPED_BASES | {"tiny-minilm-sem"}
 APP_MARGINS = {"tiny-minilm-apps-margin": 0.05}  # SubwordSettings.semantic_margin of a base, else 0
 SEMANTIC_PRIOR_BASES = frozenset({"tiny-minilm-apps-prior"})  # SubwordSettings.semantic_prior
 # The sub-word bases that also read the encoder's contextual states (SubwordSettings.context_states),
