@@ -43,15 +43,14 @@ def right_path(scope: list[tuple[str, ...]], route: list[str]) -> tuple[str, ...
 
 
 def _expert_routes(phrasings: list[Phrasing]) -> list[list[str]]:
-    from simulators.corpus import expert_route
+    from simulators.corpus import expert_route, route_through
     from simulators.sim_env import SimDroidEnv, SimDroidEnvConfig
     from simulators.simdroid.device import SimDroidConfig
 
     env = SimDroidEnv(SimDroidEnvConfig(device=SimDroidConfig(distractor_prob=0.0), screenshots=False))
     routes = []
     for phrasing in phrasings:
-        labels, control = expert_route(env, phrasing.kind, phrasing.params)
-        routes.append(labels if control is None or labels[-1:] == [control] else [*labels, control])
+        routes.append(route_through(*expert_route(env, phrasing.kind, phrasing.params)))
     return routes
 
 

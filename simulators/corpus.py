@@ -128,6 +128,12 @@ def control_paths() -> list[str]:
     return paths
 
 
+def route_through(labels: list[str], control: str | None) -> list[str]:
+    """An expert route ending at the control its value goes to (which the route's last tap may
+    already be: the search field is tapped, then typed into)."""
+    return labels if control is None or labels[-1:] == [control] else [*labels, control]
+
+
 def value_paths() -> list[str]:
     """The routes that end at a control taking a value (``SubwordSettings.semantic_value_paths``,
     base "tiny-minilm-words-values"): the expert's route, through the control its next action types
@@ -138,7 +144,7 @@ def value_paths() -> list[str]:
     for labels, control in _routes():
         if control is None:
             continue
-        route = labels if labels and labels[-1] == control else [*labels, control]
+        route = route_through(labels, control)
         path = PATH_SEPARATOR.join(route)
         if len(route) > 1 and path not in paths:
             paths.append(path)
