@@ -10,7 +10,7 @@ import torch.multiprocessing as mp
 
 from distrl_core.learner import Learner, LearnerConfig
 from distrl_core.learner.distributed import batch_split_problem, shard_rows
-from tests.learner.ddp_ranks import policy_state, rank_main, train
+from tests.learner.ddp_ranks import SHIFT_ONLY, assert_same_weights, policy_state, rank_main, train
 
 # Micro-batches of batch/2 trajectories: the single-process learner cuts the batch where the
 # ranks' shards meet, so per-micro-batch statistics (advantage normalisation) match. The first
@@ -53,9 +53,7 @@ def test_two_processes_make_the_single_process_update(episode_rows, make_policy,
                 assert metrics[name] == pytest.approx(want_metrics[name], abs=1e-6), name
             np.testing.assert_allclose(priorities, want_priorities, atol=1e-6)
         assert got["results"][1][0]["actor_trained"] == 1.0  # the second update moved the actor
-        assert got["state"].keys() == reference.keys()
-        for name, value in reference.items():
-            torch.testing.assert_close(got["state"][name], value, atol=1e-6, rtol=0, msg=name)
+        assert_same_weights(got["state"], reference, lr=single.config.actor_lr, updates=UPDATES)
     # The comparison can fail: the update did move the weights it compares.
     assert any(
         not torch.equal(value, start)
@@ -63,3 +61,20 @@ def test_two_processes_make_the_single_process_update(episode_rows, make_policy,
             reference.values(), policy_state(Learner(make_policy())).values(), strict=True
         )
     )
+
+
+def test_the_score_heads_last_bias_cannot_change_a_log_probability(episode_rows, make_policy) -> None:
+    """Why `assert_same_weights` lets that one bias differ by rounding: a constant added to every
+    candidate's score leaves every log-probability and entropy as it was."""
+    from distrl_core.learner.batch import StepBatch
+
+    policy = make_policy()
+    steps = StepBatch.from_rows(episode_rows, np.ones(8)).steps
+    with torch.no_grad():
+        before = policy.evaluate_steps(steps)
+        bias = dict(policy.heads.named_parameters())[SHIFT_ONLY.removeprefix("heads.")]
+        bias.add_(5.0)
+        after = policy.evaluate_steps(steps)
+    assert len(before["logp"]) > 8
+    for name in ("logp", "entropy"):
+        torch.testing.assert_close(after[name], before[name], atol=1e-5, rtol=0, msg=name)
