@@ -103,6 +103,7 @@ def two_hosts(updates: int, kill_before: int | None, batch_size: int = 8) -> dic
             if launcher.poll() is None:
                 launcher.kill()
     have, reference = policy_state(learner), policy_state(single)
+    diffs = {k: float((have[k].float() - v.float()).abs().max()) for k, v in reference.items()}
     return {
         "updates": updates,
         "killed_before_update": kill_before,
@@ -111,12 +112,19 @@ def two_hosts(updates: int, kill_before: int | None, batch_size: int = 8) -> dic
         "update_seconds": seconds,
         "priorities_written": len(got),
         "max_priority_diff": float(max(np.abs(a - b).max() for a, b in zip(got, want, strict=True))),
-        "max_weight_diff": float(
-            max((have[k].float() - v.float()).abs().max() for k, v in reference.items())
-        ),
+        "max_weight_diff": max(d for k, d in diffs.items() if not k.endswith(SHIFT_ONLY)),
+        "shift_only_bias_diff": max(d for k, d in diffs.items() if k.endswith(SHIFT_ONLY)),
         "weights_moved": any(not bool((have[k] == v).all()) for k, v in at_start.items()),
         "launcher_exit": launcher.returncode,
     }
+
+
+# The score head's last bias adds one constant to every candidate's score, which the softmax over
+# the candidates ignores: its true gradient is 0 and the computed one is rounding, which Adam turns
+# into a step of up to a few learning rates of either sign. Two processes round the gradient's sum
+# differently from one, so this weight agrees only to within Adam's steps, every other one to 1e-6
+# (tests/learner/test_distributed.py proves that the bias cannot change a log-probability).
+SHIFT_ONLY = "heads.score.2.bias"
 
 
 def policy_state(learner: Any) -> dict[str, Any]:

@@ -8,6 +8,8 @@ import pytest
 
 from bench import netns
 from bench.learner_hosts import two_hosts
+from distrl_core.learner import LearnerConfig
+from tests.learner.ddp_ranks import adam_bound
 
 
 @pytest.mark.slow
@@ -21,4 +23,5 @@ def test_a_follower_on_another_host_trains_exactly_and_recovers_from_a_kill() ->
     assert run["group_sizes"] == [2, 2, 2]  # the restarted follower rejoined; no update went alone
     assert run["priorities_written"] == 3  # the interrupted update wrote its priorities once
     assert run["max_priority_diff"] <= 1e-6 and run["max_weight_diff"] <= 1e-6, run
+    assert run["shift_only_bias_diff"] <= adam_bound(LearnerConfig().actor_lr, 3), run
     assert run["weights_moved"] and run["launcher_exit"] == 0

@@ -9,25 +9,24 @@ from typing import Any
 
 import torch
 
-from bench.learner_hosts import policy_state
+from bench.learner_hosts import SHIFT_ONLY, policy_state
 
-__all__ = ["SHIFT_ONLY", "assert_same_weights", "policy_state", "rank_main", "train"]
+__all__ = ["SHIFT_ONLY", "adam_bound", "assert_same_weights", "policy_state", "rank_main", "train"]
 
-# The score head's last bias adds one constant to every candidate's score, which the softmax over
-# the candidates ignores: its true gradient is 0 and the computed one is rounding, which Adam turns
-# into a step of up to a few learning rates of either sign. Two processes round the gradient's sum
-# differently from one, so this weight agrees only to within Adam's steps; every other weight to
-# 1e-6 (test_distributed.py proves that the bias cannot change a log-probability).
-SHIFT_ONLY = "heads.score.2.bias"
+
+def adam_bound(lr: float, updates: int) -> float:
+    """How far two runs can take ``SHIFT_ONLY`` apart: Adam's largest steps, about 3.2 learning
+    rates each (bias-corrected, β = 0.9 / 0.999), on either side."""
+    return 2 * 3.2 * lr * updates
 
 
 def assert_same_weights(got: dict[str, Any], reference: dict[str, Any], *, lr: float, updates: int) -> None:
     """Every weight of ``reference`` (``policy_state``) in ``got`` to 1e-6, the shift-only bias to
-    within Adam's largest steps (about 3.2 learning rates each, on either side)."""
+    ``adam_bound``."""
     assert got.keys() == reference.keys()
     assert any(name.endswith(SHIFT_ONLY) for name in reference)  # the exception names a real weight
     for name, value in reference.items():
-        atol = 2 * 3.2 * lr * updates if name.endswith(SHIFT_ONLY) else 1e-6
+        atol = adam_bound(lr, updates) if name.endswith(SHIFT_ONLY) else 1e-6
         torch.testing.assert_close(got[name], value, atol=atol, rtol=0, msg=name)
 
 
