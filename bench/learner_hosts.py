@@ -31,6 +31,13 @@ from bench.learner_ddp import CONFIG, _batches, _given
 
 REPO = Path(__file__).resolve().parents[1]
 
+# The score head's last bias adds one constant to every candidate's score, which the softmax over
+# the candidates ignores: its true gradient is 0 and the computed one is rounding, which Adam turns
+# into a step of up to a few learning rates of either sign. Two processes round the gradient's sum
+# differently from one, so this weight agrees only to within Adam's steps, every other one to 1e-6
+# (tests/learner/test_distributed.py proves that the bias cannot change a log-probability).
+SHIFT_ONLY = "heads.score.2.bias"
+
 
 class _CountLost(logging.Handler):
     def __init__(self) -> None:
@@ -117,14 +124,6 @@ def two_hosts(updates: int, kill_before: int | None, batch_size: int = 8) -> dic
         "weights_moved": any(not bool((have[k] == v).all()) for k, v in at_start.items()),
         "launcher_exit": launcher.returncode,
     }
-
-
-# The score head's last bias adds one constant to every candidate's score, which the softmax over
-# the candidates ignores: its true gradient is 0 and the computed one is rounding, which Adam turns
-# into a step of up to a few learning rates of either sign. Two processes round the gradient's sum
-# differently from one, so this weight agrees only to within Adam's steps, every other one to 1e-6
-# (tests/learner/test_distributed.py proves that the bias cannot change a log-probability).
-SHIFT_ONLY = "heads.score.2.bias"
 
 
 def policy_state(learner: Any) -> dict[str, Any]:
